@@ -1,0 +1,279 @@
+"""Training throughput of our Transformer vs the machine's matmul peak and a keras-hub model.
+
+Prints ONE JSON line. For each model size (transformer_base; "small" = d_model 256, 3+3 layers,
+d_ff 1024, 4 heads) and XLA on / off, it times the full training step
+
+  forward (training=True, dropout on) + label-smoothed loss (t2t_lite.losses)
+  + gradients + Adam update (t2t_lite.optimization.make_optimizer)
+
+inside tf.function(jit_compile=xla), on a batch of 64 sentences x 32 source / 32 target tokens
+(no padding) with a 32k vocabulary, in float32. The same step is run for a model of the same
+dimensions built from keras-hub layers (TransformerEncoder / TransformerDecoder, a
+TokenAndPositionEmbedding shared by source and target, the tied ReversibleEmbedding as the vocab
+projection; same optimizer and loss), and next to the machine's fp32 matmul FLOP/s measured in
+the same run (tf.matmul of two 4096 x 4096 float32 matrices under XLA, best of several).
+
+Model FLOPs count matmuls only, a multiply-add = 2 FLOPs, training = 3 x forward
+(backward = 2 x forward: one matmul for the input gradient, one for the weight gradient).
+With B batch, S source length, T target length, D d_model, F d_ff, H heads, K d_k, V d_v,
+N layers per stack, W vocabulary (all sizes of the batch above):
+
+  encoder layer   = 2*B*S*D*H*(2K + 2V)          Q, K, V, O projections
+                  + 2*B*H*S*S*(K + V)            Q K^T and (attention weights) V
+                  + 2*2*B*S*D*F                  FFN (two matmuls)
+  decoder layer   = 2*B*T*D*H*(2K + 2V) + 2*B*H*T*T*(K + V)          masked self-attention
+                  + 2*B*T*D*H*(K + V) + 2*B*S*D*H*(K + V)            cross: Q, O on T; K, V on S
+                  + 2*B*H*T*S*(K + V)                                cross: Q K^T and A V
+                  + 2*2*B*T*D*F                                      FFN
+  forward         = N * (encoder layer + decoder layer) + 2*B*T*D*W  (+ vocab projection)
+  training step   = 3 * forward
+
+Causal masking is not subtracted (the full T x T product is computed). Embedding lookups,
+softmax, LayerNorm and the optimizer are not counted: they are what keeps us below the matmul
+peak. For transformer_base this is 0.75 TFLOP per step.
+
+tokens/s counts target tokens (B * T) per second. Each configuration is compiled and warmed up,
+then timed in rounds interleaved with the other implementation and with the matmul peak (the
+machine is shared, so ratios from the same run are what to compare); the best round is kept,
+as load from other processes only ever slows a round down. The JSON also records the load
+average before and after.
+
+  python bench/train_throughput.py                      # both models, ~10 minutes
+  python bench/train_throughput.py --models=small --quick
+"""
+import argparse
+import json
+import os
+import time
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+import t2t_lite
+from t2t_lite.losses import smoothed_cross_entropy
+from t2t_lite.optimization import make_optimizer
+
+BATCH, SOURCE_LENGTH, TARGET_LENGTH, VOCAB_SIZE = 64, 32, 32, 32000
+MATMUL_SIZE = 4096
+TARGET_FRACTION_OF_MATMUL = 0.65  # transformer_base, XLA on
+TARGET_SPEEDUP_VS_KERAS_HUB = 1.2
+
+
+def model_hparams(name):
+  base = t2t_lite.get_hparams("transformer_base")
+  if name == "transformer_base":
+    return base
+  if name == "small":
+    return base.replace(num_layers=3, d_model=256, d_ff=1024, num_heads=4)
+  raise ValueError(f"unknown model {name!r}: expected transformer_base or small")
+
+
+def forward_flops(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH,
+                  vocab=VOCAB_SIZE):
+  """Matmul FLOPs of one forward pass (multiply-add = 2); see the module docstring."""
+  b, s, t, d, f, h = batch, source, target, hp.d_model, hp.d_ff, hp.num_heads
+  k, v = hp.key_depth, hp.value_depth
+  encoder = 2 * b * s * d * h * (2 * k + 2 * v) + 2 * b * h * s * s * (k + v) + 4 * b * s * d * f
+  decoder = (2 * b * t * d * h * (2 * k + 2 * v) + 2 * b * h * t * t * (k + v)
+             + 2 * b * t * d * h * (k + v) + 2 * b * s * d * h * (k + v)
+             + 2 * b * h * t * s * (k + v)
+             + 4 * b * t * d * f)
+  return hp.num_layers * (encoder + decoder) + 2 * b * t * d * vocab
+
+
+def train_flops(hp):
+  return 3 * forward_flops(hp)
+
+
+class KerasHubTransformer(keras.Model):
+  """The same encoder-decoder built from keras-hub layers (post-norm, ReLU, tied projection)."""
+
+  def __init__(self, hp, vocab_size, max_length, **kwargs):
+    super().__init__(**kwargs)
+    self.embedding = keras_hub.layers.TokenAndPositionEmbedding(
+        vocab_size, max_length, hp.d_model, tie_weights=True, name="embedding")
+    self.encoder_layers = [
+        keras_hub.layers.TransformerEncoder(hp.d_ff, hp.num_heads, dropout=hp.dropout,
+                                            layer_norm_epsilon=1e-6, name=f"encoder_{i}")
+        for i in range(hp.num_layers)]
+    self.decoder_layers = [
+        keras_hub.layers.TransformerDecoder(hp.d_ff, hp.num_heads, dropout=hp.dropout,
+                                            layer_norm_epsilon=1e-6, name=f"decoder_{i}")
+        for i in range(hp.num_layers)]
+    self.dropout = keras.layers.Dropout(hp.dropout)
+
+  def call(self, features, training=False):
+    inputs, targets = features["inputs"], features["targets"]
+    decoder_inputs = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]  # shifted right, as ours
+    inputs_mask = tf.not_equal(inputs, 0)
+    x = self.dropout(self.embedding(inputs), training=training)
+    for layer in self.encoder_layers:
+      x = layer(x, padding_mask=inputs_mask, training=training)
+    y = self.dropout(self.embedding(decoder_inputs), training=training)
+    for layer in self.decoder_layers:
+      y = layer(y, x, encoder_padding_mask=inputs_mask, training=training)
+    return self.embedding.token_embedding(y, reverse=True)  # [B, T, V]
+
+
+def build(implementation, hp):
+  if implementation == "t2t_lite":
+    return t2t_lite.build_model(hp, VOCAB_SIZE)
+  model = KerasHubTransformer(hp, VOCAB_SIZE, max(SOURCE_LENGTH, TARGET_LENGTH))
+  model(make_batch(1), training=False)  # creates the weights
+  return model
+
+
+def make_batch(batch=BATCH, seed=0):
+  rng = np.random.default_rng(seed)
+  return {"inputs": tf.constant(rng.integers(2, VOCAB_SIZE, [batch, SOURCE_LENGTH]), tf.int32),
+          "targets": tf.constant(rng.integers(2, VOCAB_SIZE, [batch, TARGET_LENGTH]), tf.int32)}
+
+
+def make_train_step(model, hp, xla):
+  """The trainer's step: forward + smoothed loss + gradients + Adam, one tf.function."""
+  optimizer = make_optimizer(hp)
+  optimizer.build(model.trainable_variables)
+
+  @tf.function(jit_compile=xla)
+  def step(features):
+    with tf.GradientTape() as tape:
+      logits = model(features, training=True)
+      loss_sum, count = smoothed_cross_entropy(logits, features["targets"], hp.label_smoothing)
+      loss = loss_sum / count
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  return step
+
+
+def time_steps(step, features, steps):
+  """Seconds per step over `steps` back-to-back steps (synchronised at the end)."""
+  start = time.perf_counter()
+  for _ in range(steps):
+    loss = step(features)
+  loss.numpy()
+  return (time.perf_counter() - start) / steps
+
+
+def make_matmul():
+  rng = np.random.default_rng(0)
+  a = tf.constant(rng.standard_normal([MATMUL_SIZE, MATMUL_SIZE]), tf.float32)
+  b = tf.constant(rng.standard_normal([MATMUL_SIZE, MATMUL_SIZE]), tf.float32)
+  matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)), jit_compile=True)
+  matmul(a, b).numpy()  # compile
+
+  def measure(repeats=3):
+    """Best FLOP/s of `repeats` single matmuls."""
+    best = float("inf")
+    for _ in range(repeats):
+      start = time.perf_counter()
+      matmul(a, b).numpy()
+      best = min(best, time.perf_counter() - start)
+    return 2 * MATMUL_SIZE ** 3 / best
+
+  return measure
+
+
+def load_average():
+  return [round(x, 2) for x in os.getloadavg()]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--models", default="transformer_base,small",
+                      help="comma-separated: transformer_base, small")
+  parser.add_argument("--steps", type=int, default=0,
+                      help="timed steps per round (default: 4 for transformer_base, 16 for small)")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="timing rounds per configuration, interleaved; the best is kept")
+  parser.add_argument("--xla", default="on,off", help="comma-separated: on, off")
+  parser.add_argument("--implementations", default="t2t_lite,keras_hub",
+                      help="comma-separated: t2t_lite, keras_hub")
+  parser.add_argument("--quick", action="store_true",
+                      help="smoke run: 2 rounds of 2 steps")
+  args = parser.parse_args()
+  models = [m for m in args.models.split(",") if m]
+  xla_modes = [{"on": True, "off": False}[m] for m in args.xla.split(",") if m]
+  implementations = [i for i in args.implementations.split(",") if i]
+  for name in implementations:
+    if name not in ("t2t_lite", "keras_hub"):
+      parser.error(f"unknown implementation {name!r}: expected t2t_lite or keras_hub")
+  rounds = 2 if args.quick else args.rounds
+
+  load_before = load_average()
+  measure_matmul = make_matmul()
+  matmul_flops = [measure_matmul()]
+  features = make_batch()
+  tokens = BATCH * TARGET_LENGTH
+  results = {}
+  for name in models:
+    hp = model_hparams(name)
+    steps = 2 if args.quick else (args.steps or (4 if name == "transformer_base" else 16))
+    flops = train_flops(hp)
+    results[name] = {"train_flops_per_step": flops, "timed_steps": steps * rounds}
+    for xla in xla_modes:
+      runs = {}
+      for impl in implementations:
+        keras.utils.set_random_seed(0)
+        model = build(impl, hp)
+        step = make_train_step(model, hp, xla)
+        start = time.perf_counter()
+        step(features).numpy()  # trace + compile
+        compile_s = time.perf_counter() - start
+        step(features).numpy()  # warm up
+        runs[impl] = {"step": step, "times": [], "compile_s": compile_s,
+                      "params": sum(int(np.prod(v.shape)) for v in model.trainable_variables)}
+      for _ in range(rounds):  # interleaved: impl A, impl B, matmul peak, ...
+        for impl, run in runs.items():
+          run["times"].append(time_steps(run["step"], features, steps))
+        matmul_flops.append(measure_matmul(1))
+      entry = {}
+      for impl, run in runs.items():
+        seconds = min(run["times"])
+        entry[impl] = {
+            "tokens_per_s": round(tokens / seconds, 1),
+            "model_gflops_per_s": round(flops / seconds / 1e9, 2),
+            "step_ms": round(1000 * seconds, 1),
+            "step_ms_rounds": [round(1000 * t, 1) for t in run["times"]],
+            "compile_s": round(run["compile_s"], 1),
+            "params": run["params"]}
+      results[name]["xla" if xla else "no_xla"] = entry
+      del runs
+
+  peak = max(matmul_flops)
+  for name, result in results.items():
+    for mode in ("xla", "no_xla"):
+      for impl, entry in result.get(mode, {}).items():
+        entry["fraction_of_matmul"] = round(entry["model_gflops_per_s"] * 1e9 / peak, 3)
+      if "t2t_lite" in result.get(mode, {}) and "keras_hub" in result[mode]:
+        result[mode]["speedup_vs_keras_hub"] = round(
+            result[mode]["t2t_lite"]["tokens_per_s"] / result[mode]["keras_hub"]["tokens_per_s"],
+            3)
+  targets = {}
+  base_xla = results.get("transformer_base", {}).get("xla", {})
+  if "t2t_lite" in base_xla:
+    fraction = base_xla["t2t_lite"]["fraction_of_matmul"]
+    targets["transformer_base_xla_fraction_of_matmul"] = {
+        "value": fraction, "target": TARGET_FRACTION_OF_MATMUL,
+        "met": fraction >= TARGET_FRACTION_OF_MATMUL}
+  if "speedup_vs_keras_hub" in base_xla:
+    speedup = base_xla["speedup_vs_keras_hub"]
+    targets["transformer_base_xla_speedup_vs_keras_hub"] = {
+        "value": speedup, "target": TARGET_SPEEDUP_VS_KERAS_HUB,
+        "met": speedup >= TARGET_SPEEDUP_VS_KERAS_HUB}
+  print(json.dumps({
+      "bench": "train_throughput",
+      "batch": BATCH, "source_length": SOURCE_LENGTH, "target_length": TARGET_LENGTH,
+      "vocab_size": VOCAB_SIZE, "dtype": "float32",
+      "matmul_gflops_per_s": round(peak / 1e9, 2),
+      "matmul_gflops_per_s_samples": [round(f / 1e9, 1) for f in matmul_flops],
+      "cpus": os.cpu_count(), "load_average_before": load_before,
+      "load_average_after": load_average(),
+      "results": results, "targets": targets}))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,77 @@
+"""The paper's hparams sets: base, big, parsing, every Table 3 variant, and a tiny one for tests.
+
+Each set is a few lines over `transformer_base`, as in tensor2tensor, but with nothing hidden:
+`t2t-lite-train --list` prints them and every run saves the full set as hparams.json.
+"""
+from t2t_lite.hparams import HParams
+from t2t_lite.registry import register_hparams
+
+
+@register_hparams()
+def transformer_base():
+  """Section 3 / 5: N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1, eps_ls=0.1 (65M params)."""
+  return HParams()
+
+
+@register_hparams()
+def transformer_big():
+  """Table 3 'big': d_model=1024, d_ff=4096, h=16, P_drop=0.3 (213M params), EN-DE."""
+  return transformer_base().replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
+
+
+@register_hparams()
+def transformer_big_enfr():
+  """Big model for EN-FR: the paper used P_drop=0.1 instead of 0.3 (section 6.1)."""
+  return transformer_big().replace(dropout=0.1)
+
+
+@register_hparams()
+def transformer_parsing():
+  """Section 6.3: 4 layers, d_model=1024, rest as base; beam 21, alpha 0.3, max = input+300."""
+  return transformer_base().replace(
+      num_layers=4, d_model=1024, num_heads=16, beam_size=21, alpha=0.3, extra_decode_length=300,
+      max_length=512)
+
+
+@register_hparams()
+def transformer_tiny():
+  """A small model for tests and demos: trains in seconds on a CPU."""
+  return transformer_base().replace(
+      num_layers=2, d_model=64, d_ff=256, num_heads=4, dropout=0.0, label_smoothing=0.0,
+      warmup_steps=100, learning_rate=0.5, batch_size=2048, max_length=64)
+
+
+# Table 3 of the paper: one set per row, named after the row and what it changes.
+_TABLE3 = {
+    # (A) heads, with h x d_k = 512 (computation constant).
+    "transformer_base_a_h1": dict(num_heads=1, d_k=512, d_v=512),
+    "transformer_base_a_h4": dict(num_heads=4, d_k=128, d_v=128),
+    "transformer_base_a_h16": dict(num_heads=16, d_k=32, d_v=32),
+    "transformer_base_a_h32": dict(num_heads=32, d_k=16, d_v=16),
+    # (B) smaller attention key size only (d_v stays 64).
+    "transformer_base_b_dk16": dict(d_k=16),
+    "transformer_base_b_dk32": dict(d_k=32),
+    # (C) model size.
+    "transformer_base_c_n2": dict(num_layers=2),
+    "transformer_base_c_n4": dict(num_layers=4),
+    "transformer_base_c_n8": dict(num_layers=8),
+    "transformer_base_c_d256": dict(d_model=256, d_k=32, d_v=32),
+    "transformer_base_c_d1024": dict(d_model=1024, d_k=128, d_v=128),
+    "transformer_base_c_ff1024": dict(d_ff=1024),
+    "transformer_base_c_ff4096": dict(d_ff=4096),
+    # (D) dropout and label smoothing.
+    "transformer_base_d_drop0": dict(dropout=0.0),
+    "transformer_base_d_drop2": dict(dropout=0.2),
+    "transformer_base_d_ls0": dict(label_smoothing=0.0),
+    "transformer_base_d_ls2": dict(label_smoothing=0.2),
+    # (E) learned positional embedding instead of sinusoids.
+    "transformer_base_e_learned": dict(position_encoding="learned"),
+}
+
+
+def _table3_set(changes):
+  return lambda: transformer_base().replace(**changes)
+
+
+for _name, _changes in _TABLE3.items():
+  register_hparams(_name)(_table3_set(_changes))

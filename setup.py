@@ -1,0 +1,31 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="t2t-lite",
+    version="0.1.0",
+    description="The Transformer of 'Attention Is All You Need' in TensorFlow 2 / Keras 3",
+    python_requires=">=3.10",
+    packages=find_packages(include=["t2t_lite", "t2t_lite.*", "problems", "problems.*",
+                                    "hparams", "hparams.*"]),
+    install_requires=[
+        "tensorflow>=2.18,<2.22",
+        "tensorflow-text>=2.18,<2.22",
+        "keras>=3.6",
+        "keras-hub>=0.20",
+        "tensorflow-datasets>=4.9",
+        "sacrebleu>=2.4",
+        "sentencepiece>=0.2",
+        "matplotlib>=3.7",
+    ],
+    extras_require={"test": ["pytest>=8", "tensorflow-serving-api>=2.18,<2.22"]},
+    entry_points={
+        "console_scripts": [
+            "t2t-lite-train=t2t_lite.bin.train:main",
+            "t2t-lite-datagen=t2t_lite.bin.datagen:main",
+            "t2t-lite-decode=t2t_lite.bin.decode:main",
+            "t2t-lite-avg-checkpoints=t2t_lite.bin.avg_checkpoints:main",
+            "t2t-lite-attention=t2t_lite.bin.attention:main",
+            "t2t-lite-export=t2t_lite.bin.export:main",
+        ],
+    },
+)

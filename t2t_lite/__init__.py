@@ -1,0 +1,50 @@
+"""t2t-lite: the Transformer of "Attention Is All You Need" in TensorFlow 2 / Keras 3.
+
+Public API:
+  get_hparams(name, overrides="") -> HParams
+  get_problem(name) -> Problem
+  build_model(hparams, vocab_size) -> a built keras.Model
+"""
+from t2t_lite.hparams import HParams, HParamsError
+from t2t_lite.registry import HPARAMS, PROBLEMS, RegistryError, register_hparams, register_problem
+
+
+def _load_registries():
+  # The named sets and problems live in the top-level `hparams` and `problems` packages;
+  # importing them runs their register_* decorators.
+  import hparams  # noqa: F401
+  import problems  # noqa: F401
+
+
+def get_hparams(name, overrides=""):
+  """Returns the registered hparams set `name` with `overrides` ("a=1,b=2") applied."""
+  _load_registries()
+  return HPARAMS.get(name)().override(overrides)
+
+
+def get_problem(name):
+  """Returns an instance of the registered problem `name`."""
+  _load_registries()
+  return PROBLEMS.get(name)()
+
+
+def list_hparams():
+  _load_registries()
+  return HPARAMS.names()
+
+
+def list_problems():
+  _load_registries()
+  return PROBLEMS.names()
+
+
+def build_model(hparams, vocab_size):
+  """Returns a `Transformer` with its weights created."""
+  from t2t_lite.transformer import build_model as _build
+  return _build(hparams, vocab_size)
+
+
+__all__ = [
+    "HParams", "HParamsError", "RegistryError", "build_model", "get_hparams", "get_problem",
+    "list_hparams", "list_problems", "register_hparams", "register_problem",
+]

@@ -1,0 +1,163 @@
+"""Beam search (section 6.1): batched, incremental, XLA-compilable; greedy is beam size 1.
+
+A pure function in the style of flax's examples/wmt `decode.py`: the caller supplies
+`symbols_to_logits_fn(ids, index, cache) -> (logits, cache)` and an initial cache; the search
+keeps everything in fixed-size tensors and a `tf.while_loop`, so it compiles with
+`tf.function(jit_compile=True)` and runs on TPU.
+
+Shapes: B sentences, K beam size, L the longest output (max_decode_length), V vocabulary.
+
+The search keeps, per sentence, K live hypotheses (no EOS yet) and the K best finished ones.
+At each step the 2K best expansions are taken, so that hypotheses ending in EOS never leave
+fewer than K live ones to extend. As in fairseq, an expansion ending in EOS is finished only if
+it ranks among the first K, so beam 1 is greedy decoding (exactly so with alpha = 0; with
+alpha > 0 beam 1 may continue past an EOS while the length penalty lets a longer output win).
+Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT), where
+|Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
+or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
+"""
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+NEG_INF = -1.0e7  # Finite "log 0": -inf would turn into NaN in 0 * -inf or -inf - -inf.
+
+
+def length_penalty(length, alpha):
+  """GNMT length penalty ((5 + |Y|) / 6)^alpha (Wu et al. 2016)."""
+  return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+class BeamState(NamedTuple):
+  """The loop state. Sequences hold a leading 0 (the decoder's start token) at position 0."""
+  index: tf.Tensor  # int32 scalar: the position being predicted.
+  live_seqs: tf.Tensor  # int32 [B, K, L + 1]
+  live_logprobs: tf.Tensor  # float32 [B, K], log P of each live prefix.
+  finished_seqs: tf.Tensor  # int32 [B, K, L + 1]
+  finished_scores: tf.Tensor  # float32 [B, K], length-penalised; <= NEG_INF / 2 = empty slot.
+  done: tf.Tensor  # bool [B]: nothing left to find for this sentence.
+  cache: Any  # nested structure, every leaf [B * K, ...]
+
+
+def tile_beams(x, beam_size):
+  """[B, ...] -> [B * K, ...], each sentence's row repeated K times (adjacent)."""
+  return tf.repeat(x, beam_size, axis=0)
+
+
+def _gather_beams(x, indices):
+  """x [B, K_old, ...], indices int [B, K_new] -> [B, K_new, ...]."""
+  return tf.gather(x, indices, batch_dims=1)
+
+
+def _gather_flat(x, indices, beam_size):
+  """x [B * K, ...], indices [B, K] beam ids -> [B * K, ...] reordered within each sentence."""
+  batch = tf.shape(indices)[0]
+  flat = indices + tf.range(batch)[:, None] * beam_size  # [B, K]
+  return tf.ensure_shape(tf.gather(x, tf.reshape(flat, [-1])), x.shape)
+
+
+def _valid(scores):
+  return scores > NEG_INF / 2
+
+
+def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
+                max_decode_length, max_lengths=None, min_length=0):
+  """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
+
+  Args:
+    symbols_to_logits_fn: (ids int32 [B*K] previous tokens (0 at index 0), index int32 scalar,
+      cache) -> (logits float32 [B*K, V], new cache). Leaves it returns unchanged (the same
+      tensor, e.g. encoder keys/values) are not reordered between beams: they are equal across
+      the beams of a sentence.
+    cache: nested structure of tensors with leading dimension B; tiled here to B*K.
+    batch_size: B (a Python int or an int32 scalar).
+    beam_size: K >= 1; 1 is greedy decoding.
+    alpha: length penalty exponent >= 0 (0 = rank by log-probability).
+    eos_id: the vocabulary's end-of-sequence id.
+    max_decode_length: L: the size of the output buffer and the loop bound (a Python int for
+      XLA; an int32 scalar works without).
+    max_lengths: optional int [B], each sentence's own maximum output length (clipped to L);
+      a sentence that reaches it is finished with the tokens it has. Default: L for all.
+    min_length: EOS is forbidden before this position (e.g. = L so that every hypothesis runs
+      to its maximum length, for benchmarks).
+
+  Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
+  log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
+  length allow fewer, in which case the missing ones have scores <= NEG_INF / 2.
+  """
+  if beam_size < 1:
+    raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+  if alpha < 0:
+    raise ValueError(f"alpha must be >= 0, got {alpha}")
+  if isinstance(max_decode_length, int) and max_decode_length < 1:
+    raise ValueError(f"max_decode_length must be >= 1, got {max_decode_length}")
+  k, length = beam_size, max_decode_length
+  if max_lengths is None:
+    max_lengths = tf.fill([batch_size], length)
+  max_lengths = tf.minimum(tf.cast(max_lengths, tf.int32), length)  # [B]
+  positions = tf.range(length + 1)  # [L + 1]
+
+  # Only beam 0 is live at first, so the K beams don't start as K copies of one prefix.
+  live_logprobs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
+  empty_seqs = tf.zeros([batch_size, k, length + 1], tf.int32)
+  state = BeamState(
+      index=tf.constant(0), live_seqs=empty_seqs, live_logprobs=live_logprobs,
+      finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
+      done=tf.zeros([batch_size], tf.bool),
+      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache))
+
+  def cond(state):
+    return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
+
+  def body(state):
+    i = state.index
+    ids = tf.reshape(tf.gather(state.live_seqs, i, axis=2), [-1])  # [B*K]
+    logits, new_cache = symbols_to_logits_fn(ids, i, state.cache)  # [B*K, V]
+    vocab = tf.shape(logits)[-1]
+    logprobs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    eos_forbidden = tf.cast(i < min_length, tf.float32)
+    logprobs += eos_forbidden * NEG_INF * tf.one_hot(eos_id, vocab)  # [B*K, V]
+    logprobs = tf.reshape(logprobs, [batch_size, k, vocab])  # [B, K, V]
+    candidates = state.live_logprobs[:, :, None] + logprobs  # [B, K, V]
+
+    # The 2K best expansions of the K live prefixes.
+    top_logprobs, top_flat = tf.math.top_k(tf.reshape(candidates, [batch_size, -1]), 2 * k)
+    top_beams = top_flat // vocab  # [B, 2K]
+    top_ids = top_flat % vocab  # [B, 2K]
+    top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]
+    top_seqs = tf.where(positions == i + 1, top_ids[:, :, None], top_seqs)
+    at_limit = (i + 1 >= max_lengths)[:, None]  # [B, 1]: this token is the sentence's last.
+    ending = tf.logical_or(tf.equal(top_ids, eos_id), at_limit)  # [B, 2K]
+    ending = tf.logical_and(ending, tf.logical_not(state.done)[:, None])
+
+    # Live: the K best expansions that do not end, and their caches.
+    live_candidates = tf.where(ending, NEG_INF, top_logprobs)
+    live_logprobs, live_slots = tf.math.top_k(live_candidates, k)  # [B, K]
+    live_seqs = _gather_beams(top_seqs, live_slots)  # [B, K, L + 1]
+    parent_beams = _gather_beams(top_beams, live_slots)  # [B, K]
+    new_cache = tf.nest.map_structure(
+        lambda new, old: new if new is old else _gather_flat(new, parent_beams, k),
+        new_cache, state.cache)
+
+    # Finished: merge the ending expansions among the first K with the K kept so far.
+    first_k = tf.range(2 * k) < k  # [2K]
+    new_scores = top_logprobs / length_penalty(i + 1, alpha)
+    new_scores = tf.where(tf.logical_and(ending, first_k), new_scores, NEG_INF)  # [B, 2K]
+    merged_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [B, 3K]
+    merged_seqs = tf.concat([state.finished_seqs, top_seqs], axis=1)  # [B, 3K, L + 1]
+    finished_scores, finished_slots = tf.math.top_k(merged_scores, k)  # [B, K]
+    finished_seqs = _gather_beams(merged_seqs, finished_slots)
+
+    # Done: the best a live prefix can still reach (log-probs only fall; the penalty is at
+    # most lp(max length)) is below the worst finished, or the sentence hit its max length.
+    best_live = tf.reduce_max(live_logprobs, axis=1) / length_penalty(max_lengths, alpha)
+    worst_finished = tf.reduce_min(finished_scores, axis=1)  # [B]
+    cannot_improve = tf.logical_and(_valid(worst_finished), worst_finished >= best_live)
+    no_live = tf.logical_not(_valid(tf.reduce_max(live_logprobs, axis=1)))
+    done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
+    return (BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
+                      finished_seqs=finished_seqs, finished_scores=finished_scores, done=done,
+                      cache=new_cache),)
+
+  (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)
+  return state.finished_seqs[:, :, 1:], state.finished_scores  # [B, K, L], [B, K]

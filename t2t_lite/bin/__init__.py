@@ -1,0 +1,1 @@
+"""Console scripts: thin shells that parse flags and call the library."""

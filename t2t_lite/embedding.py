@@ -1,0 +1,84 @@
+"""Shared token embedding / pre-softmax projection and positional encodings (sections 3.4, 3.5).
+
+Shapes: B batch, T length, D d_model, V vocabulary.
+"""
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def sinusoid_positions(length, depth, start=0):
+  """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+  Interleaved exactly as section 3.5 writes it. `start` may be a scalar tensor (decode steps).
+  Returns float32 [length, depth].
+  """
+  positions = tf.cast(tf.range(length) + start, tf.float32)[:, None]  # [T, 1]
+  two_i = np.arange(0, depth, 2, dtype=np.float32)  # 2i for each sin/cos pair
+  inv_freq = tf.constant(1.0 / np.power(10000.0, two_i / depth), tf.float32)[None, :]
+  angles = positions * inv_freq  # [T, D/2]
+  pe = tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1)  # [T, D/2, 2]
+  return tf.reshape(pe, [length, depth])  # [T, D] interleaved sin, cos
+
+
+class SharedEmbedding(keras.layers.Layer):
+  """One [V, D] matrix for source embeddings, target embeddings and the pre-softmax linear.
+
+  Initialised N(0, D^-0.5) so that the embeddings times sqrt(D) (section 3.4) have unit scale.
+  """
+
+  def __init__(self, vocab_size, d_model, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.d_model = d_model
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.vocab_size, self.d_model),
+        initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+
+  def call(self, ids):
+    """int [B, T] -> [B, T, D], scaled by sqrt(d_model)."""
+    x = tf.gather(tf.cast(self.embeddings, self.compute_dtype), ids)
+    return x * tf.cast(math.sqrt(self.d_model), x.dtype)
+
+  def logits(self, x):
+    """[B, T, D] -> float32 [B, T, V]: the pre-softmax projection with the same matrix."""
+    logits = tf.einsum("btd,vd->btv", x, tf.cast(self.embeddings, x.dtype))
+    return tf.cast(logits, tf.float32)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+    return config
+
+
+class PositionEncoding(keras.layers.Layer):
+  """Adds sinusoidal (default) or learned (Table 3 row E) position vectors to [B, T, D]."""
+
+  def __init__(self, kind, max_length, d_model, **kwargs):
+    super().__init__(**kwargs)
+    self.kind = kind
+    self.max_length = max_length
+    self.d_model = d_model
+
+  def build(self, input_shape=None):
+    if self.kind == "learned":
+      self.positions = self.add_weight(
+          name="positions", shape=(self.max_length, self.d_model),
+          initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+
+  def call(self, x, start=0):
+    length = tf.shape(x)[1]
+    if self.kind == "learned":
+      pe = tf.slice(self.positions, [start, 0], [length, self.d_model])
+    else:
+      pe = sinusoid_positions(length, self.d_model, start)
+    return x + tf.cast(pe, x.dtype)[None]  # [B, T, D]
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(kind=self.kind, max_length=self.max_length, d_model=self.d_model)
+    return config

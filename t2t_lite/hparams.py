@@ -1,0 +1,151 @@
+"""HParams: one frozen, typed dataclass; named sets live in the top-level `hparams/` package.
+
+Overrides use tensor2tensor's syntax, `"num_layers=4,dropout=0.3"`, and are type-checked: an
+unknown name says "did you mean", a value of the wrong type names the field and the type wanted.
+"""
+import dataclasses
+import difflib
+import json
+import typing
+from typing import Optional
+
+import tensorflow as tf
+
+
+class HParamsError(ValueError):
+  """A bad override or an inconsistent set of hyperparameters (one-line message)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+  """Hyperparameters of a Transformer run. Defaults are the paper's base model (section 3, 5)."""
+  # Model (section 3). d_k / d_v of 0 mean d_model // num_heads.
+  num_layers: int = 6  # N, for both the encoder and the decoder stack.
+  d_model: int = 512
+  d_ff: int = 2048
+  num_heads: int = 8
+  d_k: int = 0
+  d_v: int = 0
+  norm_type: str = "post"  # "post": LayerNorm(x + Sublayer(x)) as the paper; or "pre".
+  position_encoding: str = "sinusoid"  # or "learned" (Table 3 row E).
+  max_length: int = 256  # Longest source or target (tokens) kept for training; learned positions.
+  # Regularisation (section 5.4).
+  dropout: float = 0.1  # P_drop: sub-layer outputs and embedding + position sums.
+  attention_dropout: float = 0.0  # On attention weights (not in the paper; t2t default 0).
+  relu_dropout: float = 0.0  # Inside the FFN, after the ReLU (not in the paper).
+  label_smoothing: float = 0.1
+  # Optimisation (section 5.3).
+  learning_rate: float = 1.0  # Multiplies the paper's schedule; 1.0 is the paper's.
+  warmup_steps: int = 4000
+  adam_beta1: float = 0.9
+  adam_beta2: float = 0.98
+  adam_epsilon: float = 1e-9
+  batch_size: int = 25000  # Global tokens (source or target, padded) per optimizer step.
+  # Decoding (section 6.1); None = the problem's default.
+  beam_size: Optional[int] = None
+  alpha: Optional[float] = None
+  extra_decode_length: Optional[int] = None
+
+  def __post_init__(self):
+    if self.num_heads <= 0 or self.d_model % self.num_heads:
+      raise HParamsError(
+          f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+    for name in ("num_layers", "d_model", "d_ff", "max_length", "batch_size"):
+      if getattr(self, name) <= 0:
+        raise HParamsError(f"{name} must be positive, got {getattr(self, name)}")
+    for name in ("d_k", "d_v", "warmup_steps"):
+      if getattr(self, name) < 0:
+        raise HParamsError(f"{name} must be >= 0, got {getattr(self, name)}")
+    for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        raise HParamsError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+    if self.norm_type not in ("post", "pre"):
+      raise HParamsError(f"norm_type must be 'post' or 'pre', got {self.norm_type!r}")
+    if self.position_encoding not in ("sinusoid", "learned"):
+      raise HParamsError(
+          f"position_encoding must be 'sinusoid' or 'learned', got {self.position_encoding!r}")
+
+  @property
+  def key_depth(self):
+    """d_k: per-head query/key size."""
+    return self.d_k or self.d_model // self.num_heads
+
+  @property
+  def value_depth(self):
+    """d_v: per-head value size."""
+    return self.d_v or self.d_model // self.num_heads
+
+  def replace(self, **changes):
+    return dataclasses.replace(self, **changes)
+
+  def override(self, overrides):
+    """Returns a copy with `"name=value,name=value"` applied (types checked)."""
+    return self.replace(**parse_overrides(overrides))
+
+  def to_json(self):
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text):
+    values = json.loads(text)
+    _check_names(values)
+    return cls(**values)
+
+  def save(self, path):
+    """Writes hparams.json; `path` may be any tf.io.gfile path (local, gs://, ram://)."""
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(self.to_json())
+
+  @classmethod
+  def load(cls, path):
+    with tf.io.gfile.GFile(path) as f:
+      return cls.from_json(f.read())
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(HParams)}
+
+
+def _check_names(names):
+  for name in names:
+    if name not in _FIELDS:
+      close = difflib.get_close_matches(name, _FIELDS, n=3, cutoff=0.6)
+      hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+      raise HParamsError(f"unknown hparam {name!r}{hint}")
+
+
+def _parse_value(name, text):
+  field_type = typing.get_type_hints(HParams)[name]
+  optional = typing.get_origin(field_type) is typing.Union
+  if optional:
+    if text.strip().lower() == "none":
+      return None
+    field_type = typing.get_args(field_type)[0]
+  text = text.strip()
+  try:
+    if field_type is bool:
+      if text.lower() not in ("true", "false"):
+        raise ValueError(text)
+      return text.lower() == "true"
+    if field_type is int:
+      return int(text)
+    if field_type is float:
+      return float(text)
+    return text
+  except ValueError:
+    raise HParamsError(
+        f"bad value for hparam {name!r}: {text!r} is not a {field_type.__name__}") from None
+
+
+def parse_overrides(overrides):
+  """`"a=1,b=0.3"` -> {"a": 1, "b": 0.3}, with the types HParams declares."""
+  values = {}
+  for item in (overrides or "").split(","):
+    if not item.strip():
+      continue
+    if "=" not in item:
+      raise HParamsError(f"bad override {item.strip()!r}: expected name=value")
+    name, text = item.split("=", 1)
+    name = name.strip()
+    _check_names([name])
+    values[name] = _parse_value(name, text)
+  return values

@@ -1,0 +1,352 @@
+"""Constituency trees: Penn Treebank reading, linearization, repair and EVALB bracket scoring.
+
+Pure Python (no TensorFlow), so it can be used from a notebook or a scoring script.
+
+Normalisation (applied to every tree that is read, gold or predicted; idempotent):
+  * the treebank's outer wrapper `( (S ...) )`, `(TOP ...)` or `(ROOT ...)` around ONE tree is
+    removed, so the root is the sentence's real top constituent (usually S). A wrapper around
+    several constituents is kept and labelled TOP (EVALB deletes TOP, so it is never scored);
+  * empty elements (POS tag -NONE-) are removed, and every constituent left with no words;
+  * function tags and co-indices are stripped from every label: NP-SBJ-1 -> NP, PP-LOC=2 -> PP,
+    and of an ambiguous label the first choice is kept: ADVP|PRT -> ADVP. Labels that begin with
+    '-' are kept whole (-LRB-, -RRB-, -NONE-);
+  * unary chains (S (VP ...)) are kept; no label is collapsed.
+  A normalised tree is printed on one line: `(S (NP (NNP Ms.) (NNP Haag)) (VP (VBZ plays)) (. .))`.
+
+Linearization (Vinyals & Kaiser et al. 2015, "Grammar as a Foreign Language", with one change):
+  source = the words, space-separated: "Ms. Haag plays ."
+  target = the tree without its words, opening brackets "(LABEL", closing brackets ")LABEL"
+           carrying the label, and each word replaced by its POS tag:
+           "(S (NP NNP NNP )NP (VP VBZ )VP . )S"
+  GAFL replaces every POS tag by XX; we keep the tags, so that tree -> (source, target) -> tree
+  gives back the normalised tree EXACTLY (POS tags included) and EVALB, which decides what is
+  punctuation from the POS tags, can score the prediction as it is. Every target token that is
+  not an opening or a closing bracket is one word slot; an "XX" slot (GAFL style) works too.
+
+Repair (`example_to_tree`): any target string becomes a well-formed, normalised tree over
+  exactly the source words, in order. A closing bracket closes the innermost open constituent
+  whatever its label (the opening label wins); a closing bracket with nothing open is dropped;
+  constituents still open at the end are closed; constituents holding no word are removed; word
+  slots beyond the number of words are dropped; words left without a slot are attached, tagged
+  XX, to the end of the root constituent; several (or no) top-level constituents are wrapped in
+  an S. Labels and tags are normalised like the treebank's; a bare "(" is ignored; a slot tagged
+  -NONE- (or nothing) gets XX, so that no word is lost; brackets glued to other text are split
+  off ("(NP)NP" reads as "(NP )NP").
+
+Scoring (`bracket_f1`): EVALB with COLLINS.prm:
+  DELETE_LABEL TOP, -NONE-, ",", ":", "``", "''", "."   (the words so tagged are removed and the
+    brackets so labelled are not counted); DELETE_LABEL_FOR_LENGTH -NONE-; EQ_LABEL ADVP PRT;
+  brackets are (label, start, end) over the remaining words, counted as multisets, preterminals
+  are not brackets, brackets left with zero words are not counted, function tags are stripped.
+  Totals are micro-averaged over the corpus ("Bracketing Recall / Precision / FMeasure" of the
+  `-- All --` block, no length cut-off), in percent, like EVALB.
+  Two documented differences from running evalb on `( (S ...) )` files: (1) the wrapper is not
+  a bracket here (evalb counts the empty-labelled outer bracket, a free match in every sentence);
+  (2) which words are punctuation is decided by the GOLD tree's POS tags for both trees, so a
+  prediction that tags a comma differently is still scored (evalb rejects such a sentence as
+  "Length unmatch"). When the prediction tags punctuation like the gold tree, the counts equal
+  evalb's. The words of the two trees must be identical, as evalb requires.
+"""
+import collections
+import functools
+import re
+
+# The POS tag given to a word that a (repaired) model output left without a slot.
+UNKNOWN_TAG = "XX"
+# Label of the constituent wrapping several top-level pieces of a repaired output.
+DEFAULT_ROOT_LABEL = "S"
+
+_WRAPPER_LABELS = ("", "TOP", "ROOT")
+_EMPTY_TAG = "-NONE-"
+# COLLINS.prm.
+EVALB_DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
+EVALB_EQUAL_LABELS = {"PRT": "ADVP"}  # EQ_LABEL ADVP PRT, mapped onto one name.
+
+_TOKEN_RE = re.compile(r"\(([^\s()]*)|(\))|([^\s()]+)")  # "(LABEL", ")" or a word.
+_FUNCTION_TAG_RE = re.compile(r"[-=|]")
+# A model output: "(LABEL", ")LABEL" (the label is ignored) or a word slot; brackets inside a
+# whitespace-separated piece split it ("(NP)NP" = "(NP" ")NP").
+_TARGET_TOKEN_RE = re.compile(r"\(([^\s()]*)|(\))[^\s()]*|([^\s()]+)")
+
+
+class TreeError(ValueError):
+  """A malformed tree. str() is one line: `file:line: what is wrong`."""
+
+
+class Tree:
+  """A constituent: `label` and `children` (Trees), or a preterminal: `tag` and one word (str)."""
+  __slots__ = ("label", "children")
+
+  def __init__(self, label, children):
+    self.label = label
+    self.children = children
+
+  @property
+  def is_preterminal(self):
+    return len(self.children) == 1 and isinstance(self.children[0], str)
+
+  def words(self):
+    return [event[2] for event in _events(self) if event[0] == "leaf"]
+
+  def __str__(self):
+    return tree_to_string(self)
+
+  def __repr__(self):
+    return f"Tree({tree_to_string(self)!r})"
+
+
+@functools.lru_cache(maxsize=4096)
+def strip_label(label):
+  """NP-SBJ-1 -> NP, PP-LOC=2 -> PP, ADVP|PRT -> ADVP; -LRB-, -NONE- and '' are kept."""
+  if label.startswith("-"):
+    return label
+  cut = _FUNCTION_TAG_RE.search(label)
+  return label[:cut.start()] if cut else label
+
+
+def parse_trees(text, filename="<string>"):
+  """Reads every bracketed tree in `text` (an .mrg file's content); returns normalised Trees.
+
+  Raises TreeError naming `filename` and the line of the first problem: an unmatched ')', an
+  unclosed '(', a word outside any bracket, a bracket with no content, a bracket holding two
+  words or a word beside constituents, or a tree that holds only empty elements.
+  """
+
+  def fail(offset, message):
+    raise TreeError(f"{filename}:{text.count(chr(10), 0, offset) + 1}: {message}")
+
+  trees = []
+  # Each open bracket: [label, kept children, offset of its '(', raw child count, holds a word].
+  stack = []
+  for match in _TOKEN_RE.finditer(text):
+    label, close, word = match.groups()
+    if label is not None:  # "(NP": the label touches its '('; "( (S" has the empty label.
+      stack.append([label, [], match.start(), 0, False])
+    elif close is not None:
+      if not stack:
+        fail(match.start(), "unmatched ')' outside any tree")
+      label, children, start, raw_count, has_word = stack.pop()
+      if raw_count == 0:
+        fail(start, f"empty bracket ({label})")
+      if has_word and raw_count > 1:
+        fail(start, f"bracket ({label} ...) holds a word beside other content "
+             "(a preterminal holds exactly one word)")
+      if has_word and not label:
+        fail(start, f"word {children[0]!r} has no POS tag")
+      node = _normalized_node(label, children, has_word)
+      if stack:
+        stack[-1][3] += 1
+        if node is not None:
+          stack[-1][1].append(node)
+      elif node is None:
+        fail(start, "tree holds no words (only empty elements -NONE-)")
+      else:
+        trees.append(_unwrapped(node))
+    else:
+      if not stack:
+        fail(match.start(), f"text {word!r} outside any tree")
+      top = stack[-1]
+      top[1].append(word)
+      top[3] += 1
+      top[4] = True
+  if stack:
+    fail(stack[0][2], f"tree starting here is not closed by the end of the file "
+         f"({len(stack)} '(' still open)")
+  return trees
+
+
+def _normalized_node(label, children, has_word):
+  """The normalised Tree of a closed bracket, or None when it is (or holds only) empty elements."""
+  if has_word:
+    return None if label == _EMPTY_TAG else Tree(strip_label(label), children)
+  if not children:
+    return None  # Every child was an empty element.
+  return Tree(strip_label(label), children)
+
+
+def _unwrapped(node):
+  """Removes the outer `( ... )` / TOP / ROOT around one tree; several trees get TOP."""
+  while node.label in _WRAPPER_LABELS and not node.is_preterminal:
+    if len(node.children) != 1:
+      return Tree("TOP", node.children)
+    node = node.children[0]
+  return node
+
+
+def parse_tree(tree_str, filename="<string>"):
+  """One tree (with or without the treebank's outer `( ... )`) -> normalised Tree."""
+  trees = parse_trees(tree_str, filename)
+  if len(trees) != 1:
+    raise TreeError(f"{filename}:1: expected one tree, found {len(trees)}")
+  return trees[0]
+
+
+def normalize_tree(tree_str):
+  """The documented normalisation of one bracketed tree string, as a one-line string."""
+  return tree_to_string(parse_tree(tree_str))
+
+
+def _events(tree):
+  """Pre-order walk without recursion: ("open", label), ("leaf", tag, word), ("close", label)."""
+  stack = [(tree, False)]
+  while stack:
+    node, closing = stack.pop()
+    if closing:
+      yield ("close", node.label)
+    elif len(node.children) == 1 and isinstance(node.children[0], str):
+      yield ("leaf", node.label, node.children[0])
+    else:
+      yield ("open", node.label)
+      stack.append((node, True))
+      stack.extend((child, False) for child in reversed(node.children))
+
+
+def tree_to_string(tree):
+  """`(S (NP (NNP Ms.) (NNP Haag)) (. .))`: one line, one space between siblings."""
+  parts = []
+  for event in _events(tree):
+    if event[0] == "open":
+      parts.append(f"({event[1]} ")
+    elif event[0] == "leaf":
+      parts.append(f"({event[1]} {event[2]}) ")
+    else:
+      parts[-1] = parts[-1].rstrip(" ")
+      parts.append(") ")
+  return "".join(parts).rstrip(" ")
+
+
+def tree_to_example(tree_str):
+  """Bracketed tree -> (source_text, target_text), after normalisation (see module doc)."""
+  tree = parse_tree(tree_str)
+  words, target = [], []
+  for event in _events(tree):
+    if event[0] == "open":
+      target.append("(" + event[1])
+    elif event[0] == "close":
+      target.append(")" + event[1])
+    else:
+      target.append(event[1])
+      words.append(event[2])
+  return " ".join(words), " ".join(target)
+
+
+def example_to_tree(source_text, target_text):
+  """(words, linearized tree) -> bracketed tree string; repairs any target (see module doc).
+
+  The result holds exactly the source words in order, each under one POS tag, is normalised
+  (normalize_tree(result) == result) and tree_to_example(result)[0] is the source's words.
+  Raises ValueError when the source has no words or a word holds a bracket (the treebank
+  writes them -LRB- / -RRB-), since no tree string could hold it.
+  """
+  words = source_text.split()
+  if not words:
+    raise ValueError("example_to_tree: the source sentence has no words")
+  bad = [word for word in words if "(" in word or ")" in word]
+  if bad:
+    raise ValueError(f"example_to_tree: word {bad[0]!r} holds a bracket; write '(' as -LRB- and "
+                     "')' as -RRB- as the treebank does")
+  root = Tree(None, [])
+  stack = [root]
+  next_word = 0
+  for match in _TARGET_TOKEN_RE.finditer(target_text):
+    opening, closing, slot = match.groups()
+    if opening is not None:
+      label = strip_label(opening)
+      if label and label != _EMPTY_TAG:  # A bare '(' has no label: garbage.
+        node = Tree(label, [])
+        stack[-1].children.append(node)
+        stack.append(node)
+    elif closing is not None:
+      if len(stack) > 1:
+        _close(stack)
+    elif next_word < len(words):
+      tag = strip_label(slot)
+      if not tag or tag == _EMPTY_TAG:
+        tag = UNKNOWN_TAG  # -NONE- would make the scorer delete the word.
+      stack[-1].children.append(Tree(tag, [words[next_word]]))
+      next_word += 1
+  while len(stack) > 1:
+    _close(stack)
+  if next_word < len(words):
+    host = root
+    if len(root.children) == 1 and not root.children[0].is_preterminal:
+      host = root.children[0]
+    host.children.extend(Tree(UNKNOWN_TAG, [word]) for word in words[next_word:])
+  if len(root.children) == 1:
+    return tree_to_string(_unwrapped(root.children[0]))
+  return tree_to_string(Tree(DEFAULT_ROOT_LABEL, root.children))
+
+
+def _close(stack):
+  """Pops the innermost open constituent; drops it from its parent when it holds no word."""
+  node = stack.pop()
+  if not node.children:
+    stack[-1].children.pop()
+
+
+def _bracket_counter(tree, deleted):
+  """Multiset of EVALB brackets (label, start, end) over the words whose positions are kept."""
+  brackets = collections.Counter()
+  opened = []  # (label, index into the kept words where the bracket starts)
+  position = kept = 0
+  for event in _events(tree):
+    if event[0] == "open":
+      opened.append((event[1], kept))
+    elif event[0] == "leaf":
+      if position not in deleted:
+        kept += 1
+      position += 1
+    else:
+      label, start = opened.pop()
+      if kept > start and label not in EVALB_DELETE_LABELS:
+        brackets[(EVALB_EQUAL_LABELS.get(label, label), start, kept)] += 1
+  return brackets
+
+
+def bracket_counts(gold_tree, predicted_tree, sentence=0):
+  """(matched, gold, predicted) EVALB bracket counts of one sentence (Tree or string each).
+
+  `sentence` only numbers the sentence in the error raised when the two trees' words differ.
+  """
+  gold = gold_tree if isinstance(gold_tree, Tree) else parse_tree(gold_tree, "<gold>")
+  predicted = (predicted_tree if isinstance(predicted_tree, Tree)
+               else parse_tree(predicted_tree, "<predicted>"))
+  leaves = [event for event in _events(gold) if event[0] == "leaf"]
+  gold_words = [leaf[2] for leaf in leaves]
+  predicted_words = predicted.words()
+  if gold_words != predicted_words:
+    raise ValueError(
+        f"bracket_f1: sentence {sentence}: the trees hold different words: "
+        f"gold {' '.join(gold_words)!r} vs predicted {' '.join(predicted_words)!r}")
+  deleted = {i for i, leaf in enumerate(leaves) if leaf[1] in EVALB_DELETE_LABELS}
+  gold_brackets = _bracket_counter(gold, deleted)
+  predicted_brackets = _bracket_counter(predicted, deleted)
+  matched = sum((gold_brackets & predicted_brackets).values())
+  return matched, sum(gold_brackets.values()), sum(predicted_brackets.values())
+
+
+def bracket_f1(gold_trees, predicted_trees):
+  """Corpus EVALB (COLLINS.prm) labelled bracket scores, in percent.
+
+  Args:
+    gold_trees, predicted_trees: equally long lists of bracketed tree strings (raw treebank or
+      normalised; both are normalised here), sentence i of one paired with sentence i of the other.
+  Returns:
+    {"precision": 100 * matched / predicted, "recall": 100 * matched / gold,
+     "f1": 2 P R / (P + R)}, floats; a score whose denominator is 0 is 0.0, as in evalb.
+  """
+  gold_trees, predicted_trees = list(gold_trees), list(predicted_trees)
+  if len(gold_trees) != len(predicted_trees):
+    raise ValueError(f"bracket_f1: {len(gold_trees)} gold trees but "
+                     f"{len(predicted_trees)} predicted trees")
+  matched = gold_total = predicted_total = 0
+  for i, (gold, predicted) in enumerate(zip(gold_trees, predicted_trees)):
+    m, g, p = bracket_counts(parse_tree(gold, f"<gold tree {i}>"),
+                             parse_tree(predicted, f"<predicted tree {i}>"), sentence=i)
+    matched += m
+    gold_total += g
+    predicted_total += p
+  precision = 100.0 * matched / predicted_total if predicted_total else 0.0
+  recall = 100.0 * matched / gold_total if gold_total else 0.0
+  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+  return {"precision": precision, "recall": recall, "f1": f1}

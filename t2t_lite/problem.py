@@ -1,0 +1,274 @@
+"""`Problem`: a named task that owns its data, vocabulary, input pipeline, metric and decoding.
+
+Directories, as in tensor2tensor:
+  raw_dir   raw inputs (downloads, TFDS data, treebank files); only `prepare` reads it.
+  data_dir  what `prepare` builds once and everything else reads:
+              vocab.model                          the vocabulary (SentencePiece model proto)
+              <split>-00000-of-0000N.tfrecord      token ids, both sides ending in EOS (id 1)
+              <split>.pairs.jsonl                  the dev / test text pairs (for BLEU, F1)
+              manifest.json                        settings and per-split counts; written last,
+                                                   so its presence means "prepared"
+Splits are "train", "dev" and "test" ("validation", "val" and "eval" mean "dev").
+
+Public API:
+  problem.prepare(data_dir, raw_dir=None) -> {split: stats}   idempotent; what datagen runs
+  problem.dataset(split, data_dir, hparams, training, ...) -> tf.data.Dataset of
+      {"inputs": int32 [B, S], "targets": int32 [B, T]}, 0-padded, every sequence ending in EOS;
+      each batch holds at most `batch_tokens` (default hparams.batch_size) tokens per side.
+  problem.tokenizer(data_dir) -> encode(str) / decode(ids) / tokenize / detokenize (in-graph).
+      Inputs are fed to the model as `tokenize(text, add_eos=True)`, exactly as cached here.
+  problem.text_pairs(split, data_dir) -> [(source, target)]   (dev / test only)
+  problem.metric  "bleu" | "bracket_f1" | "accuracy";  problem.decode_settings(hparams)
+
+A subclass sets `name`, the class settings below, and implements `raw_pairs(split, raw_dir)`,
+yielding (source, target) text pairs in a stable order (one per line of the raw files, so
+pair i is line i). Problems that do not learn a SentencePiece vocabulary override
+`build_vocab` and `tokenizer`; `default_raw_dir` says where raw data goes when not given.
+
+Nothing is dropped silently: pairs with an empty side are counted and logged at prepare time
+(stored in the manifest, with their pair numbers), and `dataset` logs how many examples it
+drops for being longer than hparams.max_length (see `count_overlong`).
+"""
+import difflib
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+from t2t_lite import inputs, tokenizer
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "dev", "test")
+_SPLIT_ALIASES = {"validation": "dev", "val": "dev", "eval": "dev"}
+_FORMAT_VERSION = 1
+_CHUNK = 10000  # Pairs tokenized at once while preparing.
+_MAX_REPORTED = 10  # Pair numbers of empty pairs kept in the manifest.
+
+
+class ProblemError(ValueError):
+  """Missing or bad data, or an unprepared data_dir. str() is one line."""
+
+
+class Problem:
+  """Base class; see the module docstring. Settings may be overridden per instance:
+  `Multi30kEnDe(vocab_size=1000, vocab_sample_size=5000)`."""
+  name = None  # The registered name, used in messages and the manifest.
+  metric = "bleu"
+  # Decoding (section 6.1): beam size, length penalty alpha, max output = input + extra.
+  beam_size = 4
+  alpha = 0.6
+  extra_decode_length = 50
+  # Vocabulary: SentencePiece "bpe" or "unigram"; trained on source and target sides of the
+  # first `vocab_sample_size` training pairs (None = all of them).
+  vocab_type = "bpe"
+  vocab_size = 8000
+  vocab_sample_size = None
+  train_shards = 1  # TFRecord files for the train split (more = more parallel workers).
+  cache_in_memory = True  # Keep parsed examples in memory (small data sets only).
+
+  _SETTINGS = ("vocab_type", "vocab_size", "vocab_sample_size", "train_shards",
+               "cache_in_memory")
+
+  def __init__(self, **overrides):
+    for key, value in overrides.items():
+      if key not in self._SETTINGS:
+        close = difflib.get_close_matches(key, self._SETTINGS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ProblemError(f"unknown setting {key!r} for problem {self.name}{hint}")
+      setattr(self, key, value)
+    self._tokenizers = {}
+
+  # ----------------------------------------------------------------- subclass hooks
+  def raw_pairs(self, split, raw_dir):
+    """Yields (source, target) strings of canonical `split` from `raw_dir`."""
+    raise NotImplementedError(f"{type(self).__name__} must implement raw_pairs")
+
+  def default_raw_dir(self, data_dir):
+    """Where raw data lives when `prepare` is given no raw_dir."""
+    return os.path.join(data_dir, "raw")
+
+  def settings(self):
+    """What the prepared data depends on; stored in, and checked against, the manifest."""
+    return {key: getattr(self, key) for key in self._SETTINGS if key != "cache_in_memory"}
+
+  def vocab_texts(self, raw_dir):
+    """Text the vocabulary is learned from: both sides of the first training pairs."""
+    for i, (source, target) in enumerate(self.raw_pairs("train", raw_dir)):
+      if self.vocab_sample_size is not None and i >= self.vocab_sample_size:
+        return
+      yield source
+      yield target
+
+  def build_vocab(self, data_dir, raw_dir):
+    """Learns the vocabulary and writes it to data_dir."""
+    tokenizer.train_sentencepiece(self.vocab_texts(raw_dir), self._vocab_path(data_dir),
+                                  self.vocab_size, self.vocab_type)
+
+  def tokenizer(self, data_dir):
+    """The tokenizer of a prepared (or vocabulary-built) data_dir."""
+    if data_dir not in self._tokenizers:
+      path = self._vocab_path(data_dir)
+      if not tf.io.gfile.exists(path):
+        raise ProblemError(f"{path} is missing: {self._how_to_prepare(data_dir)}")
+      self._tokenizers[data_dir] = tokenizer.SentencePieceTokenizer.load(path)
+    return self._tokenizers[data_dir]
+
+  # ----------------------------------------------------------------- preparing
+  def prepare(self, data_dir, raw_dir=None):
+    """Builds the vocabulary and the tokenized cache in data_dir unless already there.
+
+    Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths"}}: pairs read,
+    examples written, pairs skipped for an empty side (and the first pair numbers, 1-based),
+    and a histogram {length: count} of example lengths (max of both sides, EOS included).
+    """
+    if self.is_prepared(data_dir):
+      manifest = self.manifest(data_dir)
+      if manifest["settings"] != self.settings() or manifest["problem"] != self.name:
+        raise ProblemError(
+            f"{data_dir} holds {manifest['problem']} data prepared with {manifest['settings']}, "
+            f"not {self.name} with {self.settings()}; use another --data_dir")
+      logger.info("%s: %s is already prepared", self.name, data_dir)
+      return manifest["splits"]
+    raw_dir = raw_dir or self.default_raw_dir(data_dir)
+    tf.io.gfile.makedirs(data_dir)
+    logger.info("%s: building the vocabulary in %s", self.name, data_dir)
+    self.build_vocab(data_dir, raw_dir)
+    self._tokenizers.pop(data_dir, None)
+    stats = {split: self._prepare_split(split, data_dir, raw_dir) for split in SPLITS}
+    manifest = {"problem": self.name, "format": _FORMAT_VERSION, "settings": self.settings(),
+                "vocab_size": self.tokenizer(data_dir).vocab_size, "splits": stats}
+    with tf.io.gfile.GFile(os.path.join(data_dir, "manifest.json"), "w") as f:
+      f.write(json.dumps(manifest, indent=1))
+    return stats
+
+  def _prepare_split(self, split, data_dir, raw_dir):
+    tok = self.tokenizer(data_dir)
+    num_files = self.train_shards if split == "train" else 1
+    paths = [self._record_path(data_dir, split, i, num_files) for i in range(num_files)]
+    writers = [tf.io.TFRecordWriter(path) for path in paths]
+    text_file = (tf.io.gfile.GFile(os.path.join(data_dir, f"{split}.pairs.jsonl"), "w")
+                 if split != "train" else None)
+    stats = {"pairs": 0, "examples": 0, "empty": 0, "empty_pairs": [], "lengths": {}}
+    chunk = []
+
+    def flush():
+      sources = tok.encode_batch([s for s, _ in chunk], add_eos=True)
+      targets = tok.encode_batch([t for _, t in chunk], add_eos=True)
+      for source_ids, target_ids in zip(sources, targets):
+        writers[stats["examples"] % num_files].write(
+            inputs.serialize_example(source_ids, target_ids))
+        length = str(max(len(source_ids), len(target_ids)))
+        stats["lengths"][length] = stats["lengths"].get(length, 0) + 1
+        stats["examples"] += 1
+      chunk.clear()
+
+    for source, target in self.raw_pairs(split, raw_dir):
+      stats["pairs"] += 1
+      if not source.strip() or not target.strip():
+        stats["empty"] += 1
+        if len(stats["empty_pairs"]) < _MAX_REPORTED:
+          stats["empty_pairs"].append(stats["pairs"])
+        continue
+      if text_file:
+        text_file.write(json.dumps([source, target], ensure_ascii=False) + "\n")
+      chunk.append((source, target))
+      if len(chunk) == _CHUNK:
+        flush()
+    flush()
+    for writer in writers:
+      writer.close()
+    if text_file:
+      text_file.close()
+    if stats["empty"]:
+      logger.warning("%s %s: skipped %d of %d pairs with an empty side (pair numbers %s%s)",
+                     self.name, split, stats["empty"], stats["pairs"], stats["empty_pairs"],
+                     ", ..." if stats["empty"] > _MAX_REPORTED else "")
+    logger.info("%s %s: %d examples", self.name, split, stats["examples"])
+    return stats
+
+  # ----------------------------------------------------------------- reading
+  def is_prepared(self, data_dir):
+    return tf.io.gfile.exists(os.path.join(data_dir, "manifest.json"))
+
+  def manifest(self, data_dir):
+    if not self.is_prepared(data_dir):
+      raise ProblemError(f"{data_dir} is not prepared (no manifest.json): "
+                         f"{self._how_to_prepare(data_dir)}")
+    with tf.io.gfile.GFile(os.path.join(data_dir, "manifest.json")) as f:
+      return json.loads(f.read())
+
+  def count_overlong(self, split, data_dir, max_length):
+    """How many prepared examples of `split` are longer than max_length (EOS included)."""
+    lengths = self.manifest(data_dir)["splits"][canonical_split(split)]["lengths"]
+    return sum(count for length, count in lengths.items() if int(length) > max_length)
+
+  def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
+              num_shards=1, shard_index=0, input_context=None, static_shapes=False):
+    """Batches {"inputs": int32 [B, S], "targets": int32 [B, T]} of a prepared split.
+
+    Args:
+      hparams: uses max_length (longer examples are dropped, and counted in a warning) and
+        batch_size (the default token budget).
+      training: shuffle and repeat forever; otherwise one ordered pass.
+      batch_tokens: tokens per batch and side; the trainer passes the global hparams.batch_size
+        divided by replicas and gradient-accumulation steps.
+      seed: deterministic order when set.
+      num_shards, shard_index: this worker's share; or pass a tf.distribute.InputContext.
+      static_shapes: pad to bucket bounds and drop partial batches (TPU / XLA).
+    """
+    split = canonical_split(split)
+    manifest = self.manifest(data_dir)
+    if input_context is not None:
+      num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    dropped = self.count_overlong(split, data_dir, hparams.max_length)
+    if dropped:
+      logger.warning("%s %s: dropping %d of %d examples longer than max_length=%d tokens",
+                     self.name, split, dropped, manifest["splits"][split]["examples"],
+                     hparams.max_length)
+    files = tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*-of-*.tfrecord"))
+    if not files:
+      raise ProblemError(f"no {split} records in {data_dir}: {self._how_to_prepare(data_dir)}")
+    return inputs.pipeline(
+        files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
+        num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
+        cache=self.cache_in_memory)
+
+  def text_pairs(self, split, data_dir):
+    """[(source, target)] text of the dev or test split, as read from raw_dir."""
+    split = canonical_split(split)
+    path = os.path.join(data_dir, f"{split}.pairs.jsonl")
+    if not tf.io.gfile.exists(path):
+      raise ProblemError(f"{path} is missing (text is kept for dev and test only): "
+                         f"{self._how_to_prepare(data_dir)}")
+    with tf.io.gfile.GFile(path) as f:
+      return [tuple(json.loads(line)) for line in f]
+
+  def decode_settings(self, hparams=None):
+    """{"beam_size", "alpha", "extra_decode_length"}: hparams' values when set, else ours."""
+    settings = {}
+    for key in ("beam_size", "alpha", "extra_decode_length"):
+      value = getattr(hparams, key, None) if hparams is not None else None
+      settings[key] = getattr(self, key) if value is None else value
+    return settings
+
+  # ----------------------------------------------------------------- helpers
+  def _vocab_path(self, data_dir):
+    return os.path.join(data_dir, "vocab.model")
+
+  @staticmethod
+  def _record_path(data_dir, split, index, count):
+    return os.path.join(data_dir, f"{split}-{index:05d}-of-{count:05d}.tfrecord")
+
+  def _how_to_prepare(self, data_dir):
+    return (f"run `t2t-lite-datagen --problem={self.name} --data_dir={data_dir} "
+            f"--raw_dir=...` first")
+
+
+def canonical_split(split):
+  """"train" / "dev" / "test" (aliases "validation", "val", "eval" -> "dev")."""
+  split = _SPLIT_ALIASES.get(split, split)
+  if split not in SPLITS:
+    raise ProblemError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+  return split

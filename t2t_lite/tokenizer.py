@@ -1,0 +1,182 @@
+"""Tokenizers that run the same in Python and in-graph (tf.data, exported SavedModels).
+
+Every vocabulary reserves id 0 = PAD and id 1 = EOS (and id 2 = UNK).
+
+Two kinds:
+  SentencePieceTokenizer  subword vocabulary trained by `train_sentencepiece` (BPE or unigram);
+                          Python side = the `sentencepiece` package, graph side =
+                          `tensorflow_text.SentencepieceTokenizer` built from the same model proto.
+  WordTokenizer           a fixed, tiny word list (the algorithmic problems).
+
+Both have `encode(str) -> list[int]`, `decode(list[int]) -> str`, `tokenize(tf.string [B]) ->
+int32 RaggedTensor [B, (T)]`, `detokenize(int32 [B, T]) -> tf.string [B]`, and `vocab_size`.
+`decode` / `detokenize` stop at the first EOS and ignore PAD, so model outputs decode directly.
+
+Losslessness: `decode(encode(s)) == normalize(s)`, where `normalize` is NFKC, then runs of
+spaces collapsed to one and leading/trailing spaces removed (SentencePiece's "nfkc" rule with
+`remove_extra_whitespaces`). Characters outside the learned pieces are not mapped to UNK: the
+models use `byte_fallback`, so any UTF-8 text round-trips.
+"""
+import io
+import os
+import re
+import unicodedata
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+PAD_ID = 0
+EOS_ID = 1
+UNK_ID = 2
+_RESERVED = ("<pad>", "</s>", "<unk>")
+
+
+def normalize(text):
+  """The normalisation tokenization is lossless up to: NFKC, collapse and strip spaces."""
+  return re.sub(" +", " ", unicodedata.normalize("NFKC", text)).strip(" ")
+
+
+def _truncate(ids):
+  """Drops PAD and everything from the first EOS on: a list of ints."""
+  ids = [int(i) for i in ids]
+  if EOS_ID in ids:
+    ids = ids[:ids.index(EOS_ID)]
+  return [i for i in ids if i != PAD_ID]
+
+
+def _truncate_tensor(ids):
+  """int32 [B, T] (dense or ragged) -> ragged [B, (T')] without PAD and from the first EOS on."""
+  if isinstance(ids, tf.RaggedTensor):
+    ids = ids.to_tensor(default_value=PAD_ID)
+  ids = tf.cast(ids, tf.int32)
+  before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1), 0)
+  return tf.ragged.boolean_mask(ids, before_eos & tf.not_equal(ids, PAD_ID))
+
+
+def _as_batch(strings):
+  """tf.string scalar or [B] -> ([B], was_scalar)."""
+  strings = tf.convert_to_tensor(strings, tf.string)
+  return tf.reshape(strings, [-1]), strings.shape.rank == 0
+
+
+class SentencePieceTokenizer(tf.Module):
+  """A trained SentencePiece model; `tokenize` / `detokenize` are graph ops (tf-text)."""
+
+  def __init__(self, model_proto, name=None):
+    super().__init__(name=name)
+    self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    self._tf_sp = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+    self._tf_sp_eos = tf_text.SentencepieceTokenizer(
+        model=model_proto, out_type=tf.int32, add_eos=True)
+    if self._sp.pad_id() != PAD_ID or self._sp.eos_id() != EOS_ID:
+      raise ValueError(f"SentencePiece model has pad_id={self._sp.pad_id()}, "
+                       f"eos_id={self._sp.eos_id()}; expected {PAD_ID} and {EOS_ID}")
+
+  @classmethod
+  def load(cls, path):
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return cls(f.read())
+
+  @property
+  def vocab_size(self):
+    return self._sp.get_piece_size()
+
+  def encode(self, text, add_eos=False):
+    return self._sp.encode(text, add_eos=add_eos)
+
+  def encode_batch(self, texts, add_eos=False):
+    """Many strings at once (multi-threaded C++): list[str] -> list[list[int]]."""
+    return self._sp.encode(list(texts), add_eos=add_eos, num_threads=0)
+
+  def decode(self, ids):
+    return self._sp.decode(_truncate(ids))
+
+  def tokenize(self, strings, add_eos=False):
+    """tf.string [B] -> int32 ragged [B, (T)]; a scalar string -> int32 [T]."""
+    batch, scalar = _as_batch(strings)
+    ids = (self._tf_sp_eos if add_eos else self._tf_sp).tokenize(batch)  # [B, (T)]
+    return ids[0] if scalar else ids
+
+  def detokenize(self, ids):
+    """int32 [B, T] (dense or ragged) -> tf.string [B]; int32 [T] -> scalar string."""
+    ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
+    scalar = ids.shape.rank == 1
+    if scalar:
+      ids = ids[tf.newaxis]
+    text = self._tf_sp.detokenize(_truncate_tensor(ids))  # [B]
+    return text[0] if scalar else text
+
+
+class WordTokenizer(tf.Module):
+  """A fixed word list; words are separated by single spaces. Unknown words map to UNK."""
+
+  def __init__(self, words, name=None):
+    super().__init__(name=name)
+    self.vocabulary = list(_RESERVED) + list(words)
+    if len(set(self.vocabulary)) != len(self.vocabulary):
+      raise ValueError(f"duplicate words in vocabulary {self.vocabulary}")
+    self._ids = {w: i for i, w in enumerate(self.vocabulary)}
+    self._table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int32)),
+        default_value=UNK_ID)
+    self._words = tf.constant(self.vocabulary)
+
+  @property
+  def vocab_size(self):
+    return len(self.vocabulary)
+
+  def encode(self, text, add_eos=False):
+    ids = [self._ids.get(w, UNK_ID) for w in text.split()]
+    return ids + [EOS_ID] if add_eos else ids
+
+  def encode_batch(self, texts, add_eos=False):
+    return [self.encode(t, add_eos) for t in texts]
+
+  def decode(self, ids):
+    return " ".join(self.vocabulary[i] for i in _truncate(ids))
+
+  def tokenize(self, strings, add_eos=False):
+    """tf.string [B] -> int32 ragged [B, (T)]; a scalar string -> int32 [T]."""
+    batch, scalar = _as_batch(strings)
+    words = tf.strings.split(batch)  # [B, (T)]
+    ids = tf.ragged.map_flat_values(self._table.lookup, words)
+    if add_eos:
+      eos = tf.fill([tf.shape(batch)[0], 1], EOS_ID)
+      ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
+    return ids[0] if scalar else ids
+
+  def detokenize(self, ids):
+    """int32 [B, T] (dense or ragged) -> tf.string [B]; int32 [T] -> scalar string."""
+    ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
+    scalar = ids.shape.rank == 1
+    if scalar:
+      ids = ids[tf.newaxis]
+    words = tf.ragged.map_flat_values(tf.gather, self._words, _truncate_tensor(ids))
+    text = tf.strings.reduce_join(words, axis=-1, separator=" ")  # [B]
+    return text[0] if scalar else text
+
+
+def train_sentencepiece(texts, path, vocab_size, model_type="bpe", max_sentences=None):
+  """Trains a SentencePiece model on an iterable of strings; writes it to `path` (gfile).
+
+  `vocab_size` is a soft limit (a tiny corpus gets a smaller vocabulary instead of an error);
+  `max_sentences` makes SentencePiece sample that many sentences at random. Returns the
+  loaded `SentencePieceTokenizer`.
+  """
+  if model_type not in ("bpe", "unigram"):
+    raise ValueError(f"model_type must be 'bpe' or 'unigram', got {model_type!r}")
+  texts = (t for t in texts if t.strip())
+  proto = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=texts, model_writer=proto, vocab_size=vocab_size,
+      model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+      normalization_rule_name="nfkc", remove_extra_whitespaces=True, byte_fallback=True,
+      character_coverage=1.0, hard_vocab_limit=False, input_sentence_size=max_sentences or 0,
+      shuffle_input_sentence=True, max_sentence_length=16384, num_threads=2, minloglevel=2)
+  if os.path.dirname(path):
+    tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.gfile.GFile(path, "wb") as f:
+    f.write(proto.getvalue())
+  return SentencePieceTokenizer(proto.getvalue())

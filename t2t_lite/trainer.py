@@ -1,0 +1,502 @@
+"""Training: one loop for every `tf.distribute` strategy, with XLA, exact resume and evaluation.
+
+The strategy is chosen (`make_strategy`), never forked on: the default strategy (one CPU / GPU),
+MirroredStrategy (GPUs of one machine), MultiWorkerMirroredStrategy (TF_CONFIG) and TPUStrategy
+(Cloud TPU) all run the same step.
+
+Batch size. `hparams.batch_size` is the GLOBAL number of tokens (per side) of one optimizer
+step. Each replica reads micro-batches of batch_size / (replicas * grad_accum_steps) tokens;
+an optimizer step consumes grad_accum_steps micro-batches on every replica. The loss of a step
+is the label-smoothed cross entropy summed over every target token of all those micro-batches,
+divided by their total (global) number of target tokens: 2 replicas, or 1 device accumulating 2
+micro-batches, take exactly the same step.
+
+model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
+  hparams.json       the full HParams of the run (`HParams.load`); a resume with different
+                     hparams is refused.
+  run.json           {"problem", "hparams_set", "hparams_overrides", "vocab_size", "seed",
+                     "grad_accum_steps", "num_replicas", "mixed_precision", "data_dir",
+                     "vocab_files"}: what decode / export need besides hparams.json.
+  vocab.model        the problem's vocabulary files copied from data_dir (whatever `vocab*`
+                     files it has; none for fixed-vocabulary problems), so that
+                     `problem.tokenizer(model_dir)` works with model_dir alone.
+  manifest.json      data_dir's manifest (data settings and counts), for the record.
+  checkpoint         tf.train.CheckpointManager index; ckpt-<step>.index / .data-*: the
+                     checkpoint after optimizer step <step>. Objects: `model` (the Transformer),
+                     `optimizer` (Adam slots and iterations = the step), `rng` (dropout seed
+                     states), `train_iterator` (the input pipeline's position). To load weights
+                     only: tf.train.Checkpoint(model=model).restore(path).expect_partial().
+  train/, eval/      TensorBoard event files (loss, lr, tokens/s, gradient norm; eval metrics).
+"""
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from typing import Callable, Optional
+
+import keras
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from t2t_lite import losses, optimization
+from t2t_lite.hparams import HParams
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+class TrainerError(ValueError):
+  """A bad configuration, an incompatible model_dir or a diverged run. str() is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """How to train (the hparams say what). See t2t_lite/bin/train.py for each field's meaning."""
+  model_dir: str
+  train_steps: int
+  eval_every: int = 1000
+  eval_steps: int = 20
+  strategy: str = "auto"
+  tpu: Optional[str] = None
+  xla: bool = True
+  mixed_precision: str = "none"
+  checkpoint_every_minutes: float = 10.0
+  keep_checkpoints: int = 20
+  grad_accum_steps: int = 1
+  seed: int = 1
+  steps_per_execution: int = 0  # Optimizer steps per host call; 0 = auto (1, 100 on TPU).
+  static_shapes: Optional[bool] = None  # None = on for TPU only.
+  log_every: int = 100
+
+  def __post_init__(self):
+    if self.strategy not in STRATEGIES:
+      raise TrainerError(f"unknown strategy {self.strategy!r}; expected one of "
+                         f"{', '.join(STRATEGIES)}")
+    if self.mixed_precision not in PRECISIONS:
+      raise TrainerError(f"unknown mixed_precision {self.mixed_precision!r}; expected one of "
+                         f"{', '.join(PRECISIONS)}")
+    for name in ("train_steps", "eval_every", "grad_accum_steps", "keep_checkpoints",
+                 "log_every"):
+      if getattr(self, name) <= 0:
+        raise TrainerError(f"{name} must be positive, got {getattr(self, name)}")
+    if self.eval_steps < 0 or self.steps_per_execution < 0:
+      raise TrainerError("eval_steps and steps_per_execution must be >= 0")
+    if self.checkpoint_every_minutes <= 0:
+      raise TrainerError(
+          f"checkpoint_every_minutes must be positive, got {self.checkpoint_every_minutes}")
+
+
+# --------------------------------------------------------------------------- strategies
+def make_strategy(name="auto", tpu=None):
+  """-> (tf.distribute.Strategy, resolved name). `auto`: TPU if `tpu` is given or TPU devices
+  are visible, else MirroredStrategy over several GPUs, else the default strategy."""
+  if name == "auto":
+    if tpu or tf.config.list_physical_devices("TPU"):
+      name = "tpu"
+    elif len(tf.config.list_physical_devices("GPU")) > 1:
+      name = "mirrored"
+    else:
+      name = "default"
+  if name == "default":
+    return tf.distribute.get_strategy(), name
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy(), name
+  if name == "multi_worker":
+    # The cluster comes from the TF_CONFIG environment variable, as TensorFlow defines it.
+    return tf.distribute.MultiWorkerMirroredStrategy(), name
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "local")
+    if tpu != "local":
+      tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver), name
+  raise TrainerError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def _is_chief(strategy):
+  """Only the chief writes model_dir files; other workers save checkpoints to a temp dir."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0
+                                                       and "chief" not in resolver.cluster_spec()
+                                                       .as_dict())
+
+
+# --------------------------------------------------------------------------- model_dir files
+def _read_json(path):
+  with tf.io.gfile.GFile(path) as f:
+    return json.loads(f.read())
+
+
+def _write_json(path, value):
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True))
+
+
+def check_saved_hparams(model_dir, hparams):
+  """Refuses to resume a model_dir whose hparams.json differs from `hparams` (first difference)."""
+  path = os.path.join(model_dir, "hparams.json")
+  if not tf.io.gfile.exists(path):
+    return
+  saved = dataclasses.asdict(HParams.load(path))
+  for key, value in dataclasses.asdict(hparams).items():
+    if saved.get(key) != value:
+      raise TrainerError(
+          f"{model_dir} was trained with {key}={saved.get(key)!r}, not {value!r}: resume with "
+          f"the same hparams (see {path}) or use a new --model_dir")
+
+
+def write_run_files(model_dir, hparams, run_info, data_dir=None):
+  """hparams.json, run.json, and the vocabulary / manifest copied from data_dir."""
+  tf.io.gfile.makedirs(model_dir)
+  hparams.save(os.path.join(model_dir, "hparams.json"))
+  vocab_files = []
+  if data_dir:
+    for path in sorted(tf.io.gfile.glob(os.path.join(data_dir, "vocab*"))):
+      name = os.path.basename(path)
+      tf.io.gfile.copy(path, os.path.join(model_dir, name), overwrite=True)
+      vocab_files.append(name)
+    manifest = os.path.join(data_dir, "manifest.json")
+    if tf.io.gfile.exists(manifest):
+      tf.io.gfile.copy(manifest, os.path.join(model_dir, "manifest.json"), overwrite=True)
+  _write_json(os.path.join(model_dir, "run.json"), dict(run_info, vocab_files=vocab_files))
+
+
+def read_run_info(model_dir):
+  """The run.json of a trained model_dir (problem name, vocab_size, ...)."""
+  path = os.path.join(model_dir, "run.json")
+  if not tf.io.gfile.exists(path):
+    raise TrainerError(f"{path} is missing: {model_dir} is not a t2t-lite model_dir")
+  return _read_json(path)
+
+
+# --------------------------------------------------------------------------- the trainer
+class Trainer:
+  """Builds the model, optimizer, data and checkpoint under one strategy; `train()` runs.
+
+  Args:
+    problem: a Problem; its `dataset(split, data_dir, hparams, training, ...)` feeds the run.
+    hparams: HParams (batch_size = GLOBAL tokens per optimizer step).
+    data_dir: the prepared data.
+    config: TrainConfig.
+    vocab_size: the model's vocabulary size (the problem's tokenizer's).
+    run_info: extra fields for run.json (problem and hparams names).
+    metric_fn: optional `metric_fn(model) -> {name: value}` run at each evaluation (the
+      problem's own metric on a dev subset, e.g. BLEU from beam search).
+    log: where progress lines go (print by default).
+  """
+
+  def __init__(self, problem, hparams, data_dir, config, vocab_size, run_info=None,
+               metric_fn=None, log=print, strategy=None):
+    self.problem, self.hparams, self.data_dir, self.config = problem, hparams, data_dir, config
+    self.metric_fn, self.log = metric_fn, log
+    if strategy is None:
+      strategy, self.strategy_name = make_strategy(config.strategy, config.tpu)
+    else:
+      self.strategy_name = type(strategy).__name__
+    self.strategy = strategy
+    self.is_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    self.is_chief = _is_chief(strategy)
+    self.num_replicas = strategy.num_replicas_in_sync
+    accum = config.grad_accum_steps
+    self.micro_batch_tokens = hparams.batch_size // (self.num_replicas * accum)
+    if self.micro_batch_tokens < hparams.max_length:
+      raise TrainerError(
+          f"batch_size={hparams.batch_size} global tokens / ({self.num_replicas} replicas x "
+          f"{accum} accumulation steps) = {self.micro_batch_tokens} tokens per micro-batch, "
+          f"less than max_length={hparams.max_length}: raise batch_size or lower "
+          f"grad_accum_steps / max_length")
+    self.static_shapes = self.is_tpu if config.static_shapes is None else config.static_shapes
+    self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
+    self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
+                         grad_accum_steps=accum, num_replicas=self.num_replicas,
+                         mixed_precision=config.mixed_precision, data_dir=data_dir)
+
+    keras.utils.set_random_seed(config.seed)
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(PRECISIONS[config.mixed_precision])
+    try:
+      with strategy.scope():
+        from t2t_lite.transformer import build_model
+        self.model = build_model(hparams, vocab_size)
+        optimizer = optimization.make_optimizer(hparams)
+        if config.mixed_precision == "fp16":
+          optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        self.optimizer = optimizer
+        self.optimizer.build(self.model.trainable_variables)
+    finally:
+      keras.mixed_precision.set_global_policy(previous_policy)
+    self.schedule = optimization.TransformerSchedule(
+        hparams.d_model, hparams.warmup_steps, hparams.learning_rate)
+
+    self.train_dataset = strategy.distribute_datasets_from_function(self._train_dataset_fn)
+    with strategy.scope():
+      self.train_iterator = iter(self.train_dataset)
+    # Dropout seed states: keras layers hold them as non-trainable variables that
+    # tf.train.Checkpoint does not reach through the layers, so they are listed here.
+    rng = [v.value for v in self.model.non_trainable_variables]
+    objects = dict(model=self.model, optimizer=self.optimizer, rng=rng)
+    if not self.is_tpu:  # TPU input iterators cannot be saved.
+      objects["train_iterator"] = self.train_iterator
+    self.checkpoint = tf.train.Checkpoint(**objects)
+    directory = config.model_dir if self.is_chief else _worker_temp_dir(config.model_dir,
+                                                                        strategy)
+    self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                              max_to_keep=config.keep_checkpoints)
+    self._train_fn = self._make_train_fn()
+    self._eval_fn = None
+
+  # ------------------------------------------------------------------ data
+  def _train_dataset_fn(self, input_context):
+    return self.problem.dataset(
+        "train", self.data_dir, self.hparams, training=True,
+        batch_tokens=self.micro_batch_tokens, seed=self.config.seed, input_context=input_context,
+        static_shapes=self.static_shapes)
+
+  def _eval_dataset_fn(self, input_context):
+    ds = self.problem.dataset(
+        "dev", self.data_dir, self.hparams, training=False,
+        batch_tokens=self.micro_batch_tokens, input_context=input_context,
+        static_shapes=self.static_shapes)
+    return ds.take(self.config.eval_steps)
+
+  @property
+  def step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  # ------------------------------------------------------------------ the step
+  def _micro_gradients(self, batch):
+    """One micro-batch on one replica -> (gradients of loss_sum / micro_batch_tokens,
+    loss sum, target token count). The division keeps the fp16 loss scale in range."""
+    with tf.GradientTape() as tape:
+      logits = self.model(batch, training=True)  # [B, T, V]
+      loss_sum, count = losses.smoothed_cross_entropy(logits, batch["targets"],
+                                                      self.hparams.label_smoothing)
+      loss = loss_sum / self.micro_batch_tokens
+      if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+        loss = self.optimizer.scale_loss(loss)
+    grads = tape.gradient(loss, self.model.trainable_variables)
+    return grads, loss_sum, count
+
+  def _make_train_fn(self):
+    micro = self._micro_gradients
+    if self.config.xla and not self.is_tpu:  # TPU compiles everything anyway.
+      micro = tf.function(micro, jit_compile=True)
+    variables = self.model.trainable_variables
+    num_replicas = self.num_replicas
+    scale_dtype = tf.float32
+
+    def replica_step(batches):
+      grads, loss_sum, count = None, 0.0, 0.0
+      for batch in batches:  # grad_accum_steps micro-batches
+        g, l, c = micro(batch)
+        grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
+        loss_sum += l
+        count += c
+      ctx = tf.distribute.get_replica_context()
+      loss_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [loss_sum, count])
+      # grads hold d(sum of losses)/micro_batch_tokens; make them d(mean over ALL tokens).
+      scale = tf.cast(self.micro_batch_tokens, scale_dtype) / tf.maximum(count, 1.0)
+      grads = [g * tf.cast(scale, g.dtype) for g in grads]
+      if num_replicas > 1:
+        # The global gradient's norm needs the summed gradient; the optimizer sums again.
+        summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        grad_norm = tf.linalg.global_norm(summed)
+        grads = [g / num_replicas for g in summed]
+      else:
+        grad_norm = tf.linalg.global_norm(grads)
+      if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+        grad_norm /= self.optimizer.dynamic_scale
+      self.optimizer.apply(grads, variables)
+      return loss_sum, count, grad_norm
+
+    accum = self.config.grad_accum_steps
+    strategy = self.strategy
+
+    @tf.function
+    def train_fn(iterator, num_steps):
+      loss_sum, count = tf.constant(0.0), tf.constant(0.0)
+      grad_norm = tf.constant(0.0)
+      for _ in tf.range(num_steps):
+        batches = tuple(next(iterator) for _ in range(accum))
+        l, c, n = strategy.run(replica_step, args=(batches,))
+        # Every replica holds the same all-reduced values.
+        loss_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, l, axis=None)
+        count += strategy.reduce(tf.distribute.ReduceOp.MEAN, c, axis=None)
+        grad_norm = strategy.reduce(tf.distribute.ReduceOp.MEAN, n, axis=None)
+      return loss_sum, count, grad_norm
+
+    return train_fn
+
+  def train_steps(self, num_steps):
+    """Runs `num_steps` optimizer steps in one host call -> (mean loss, target tokens, grad
+    norm of the last step) as Python floats."""
+    loss_sum, count, grad_norm = self._train_fn(self.train_iterator, tf.constant(num_steps))
+    count = float(count)
+    return float(loss_sum) / max(count, 1.0), count, float(grad_norm)
+
+  # ------------------------------------------------------------------ evaluation
+  def _make_eval_fn(self):
+    model, strategy = self.model, self.strategy
+
+    def replica_eval(batch):
+      logits = model(batch, training=False)
+      ce_sum, count = losses.smoothed_cross_entropy(logits, batch["targets"], 0.0)
+      correct, _ = losses.token_accuracy(logits, batch["targets"])
+      return ce_sum, correct, count
+
+    @tf.function(reduce_retracing=True)
+    def eval_fn(batch):
+      values = strategy.run(replica_eval, args=(batch,))
+      return [strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in values]
+
+    return eval_fn
+
+  def evaluate(self):
+    """Loss (unsmoothed cross entropy per target token), perplexity and token accuracy on at
+    most eval_steps batches (per replica) of the dev split, plus metric_fn's metrics."""
+    if self._eval_fn is None:
+      self._eval_fn = self._make_eval_fn()
+    dataset = self.strategy.distribute_datasets_from_function(self._eval_dataset_fn)
+    ce_sum = correct = count = 0.0
+    for batch in dataset:
+      c, k, n = self._eval_fn(batch)
+      ce_sum, correct, count = ce_sum + float(c), correct + float(k), count + float(n)
+    if not count:
+      raise TrainerError(f"the dev split of {self.data_dir} gave no batch to evaluate")
+    loss = ce_sum / count
+    metrics = {"loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+               "accuracy": correct / count, "tokens": count}
+    if self.metric_fn is not None:
+      metrics.update(self.metric_fn(self.model))
+    return metrics
+
+  # ------------------------------------------------------------------ the loop
+  def restore(self):
+    """Restores the latest checkpoint of model_dir, if any -> the step restored (0 if none)."""
+    latest = tf.train.latest_checkpoint(self.config.model_dir)
+    if latest is None:
+      return 0
+    self.checkpoint.restore(latest).assert_existing_objects_matched()
+    self.log(f"restored {latest} (step {self.step})")
+    return self.step
+
+  def save(self):
+    step = self.step
+    path = self.manager.save(checkpoint_number=step)
+    if not self.is_chief:
+      tf.io.gfile.rmtree(self.manager.directory)
+    return path
+
+  def train(self):
+    """Trains to config.train_steps (resuming model_dir's last checkpoint) -> a summary dict:
+    {"step", "loss" (last logged train loss), "eval" (last eval metrics), "losses" (every
+    logged (step, loss))}. Raises TrainerError when the loss becomes NaN or Inf."""
+    config = self.config
+    if self.is_chief:
+      check_saved_hparams(config.model_dir, self.hparams)
+      write_run_files(config.model_dir, self.hparams, self.run_info, self.data_dir)
+    start = self.restore()
+    writers = {}
+    if self.is_chief:
+      writers = {name: tf.summary.create_file_writer(os.path.join(config.model_dir, name))
+                 for name in ("train", "eval")}
+    self.log(f"training {self.run_info.get('problem', '')} on {self.num_replicas} replica(s) "
+             f"({self.strategy_name}), {self.hparams.batch_size} tokens a step = "
+             f"{self.num_replicas} x {config.grad_accum_steps} micro-batches of "
+             f"{self.micro_batch_tokens}; step {start} -> {config.train_steps}")
+    history, eval_metrics = [], None
+    last_save = time.time()
+    window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
+    step = start
+    while step < config.train_steps:
+      n = self._steps_until_event(step)
+      loss, tokens, grad_norm = self.train_steps(n)
+      if not math.isfinite(loss):
+        last = self.manager.latest_checkpoint or "none"
+        raise TrainerError(
+            f"loss became {loss} between steps {step} and {step + n}; stopped without saving "
+            f"(last good checkpoint: {last}). Lower learning_rate or raise warmup_steps")
+      step += n
+      window_tokens += tokens
+      window_loss += loss * n
+      window_steps += n
+      if step % config.log_every == 0 or step == config.train_steps:
+        elapsed = time.time() - window_start
+        rate = window_tokens / max(elapsed, 1e-9)
+        mean_loss = window_loss / window_steps
+        lr = float(self.schedule(step - 1))
+        eta = (config.train_steps - step) * elapsed / window_steps
+        self.log(f"step {step}/{config.train_steps}  loss {mean_loss:.4f}  lr {lr:.3e}  "
+                 f"{rate:,.0f} tok/s  grad_norm {grad_norm:.3f}  ETA {_hms(eta)}")
+        history.append((step, mean_loss))
+        if writers:
+          with writers["train"].as_default(step=step):
+            _scalar("loss", mean_loss)
+            _scalar("learning_rate", lr)
+            _scalar("tokens_per_second", rate)
+            _scalar("gradient_norm", grad_norm)
+        window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
+      if config.eval_steps and (step % config.eval_every == 0 or step == config.train_steps):
+        eval_metrics = self.evaluate()
+        self.log(f"eval at step {step}: " + "  ".join(
+            f"{k} {v:.4f}" for k, v in eval_metrics.items() if k != "tokens"))
+        if writers:
+          with writers["eval"].as_default(step=step):
+            for name, value in eval_metrics.items():
+              _scalar(name, value)
+      if time.time() - last_save >= config.checkpoint_every_minutes * 60:
+        self.save()
+        last_save = time.time()
+    if self.manager.latest_checkpoint is None or self.step != _checkpoint_step(
+        self.manager.latest_checkpoint):
+      self.save()
+    for writer in writers.values():
+      writer.flush()
+    return {"step": self.step, "losses": history,
+            "loss": history[-1][1] if history else None, "eval": eval_metrics}
+
+  def _steps_until_event(self, step):
+    """Steps to run in the next host call: steps_per_execution, cut at log / eval / the end."""
+    config = self.config
+    n = min(self.steps_per_execution, config.train_steps - step)
+    for every in (config.log_every, config.eval_every if config.eval_steps else 0):
+      if every:
+        n = min(n, every - step % every)
+    return max(n, 1)
+
+
+def _scalar(name, value):
+  """tf.summary.scalar without needing the tensorboard package: the same event record (a
+  float32 tensor tagged for TensorBoard's scalars plugin)."""
+  metadata = summary_pb2.SummaryMetadata(
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+      data_class=summary_pb2.DATA_CLASS_SCALAR)
+  tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
+
+
+def _checkpoint_step(path):
+  return int(path.rsplit("-", 1)[-1])
+
+
+def _worker_temp_dir(model_dir, strategy):
+  resolver = strategy.cluster_resolver
+  return os.path.join(model_dir, f"workertemp_{resolver.task_type}_{resolver.task_id}")
+
+
+def _hms(seconds):
+  seconds = int(max(seconds, 0))
+  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def train(problem, hparams, data_dir, config, vocab_size, run_info=None, metric_fn=None,
+          log=print):
+  """Builds a Trainer and runs it; see Trainer.train."""
+  trainer = Trainer(problem, hparams, data_dir, config, vocab_size, run_info, metric_fn, log)
+  return trainer.train()

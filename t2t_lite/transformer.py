@@ -1,0 +1,282 @@
+"""The Transformer (section 3): encoder and decoder stacks, as Keras 3 layers and a keras.Model.
+
+Shapes: B batch, S source length, T target length, L decode cache length, D d_model,
+F d_ff, V vocabulary. Token id 0 is padding, id 1 end-of-sequence.
+"""
+import keras
+import tensorflow as tf
+
+from t2t_lite.attention import MultiHeadAttention, cache_bias, causal_bias, padding_bias
+from t2t_lite.embedding import PositionEncoding, SharedEmbedding
+
+LAYER_NORM_EPSILON = 1e-6
+
+
+class FeedForward(keras.layers.Layer):
+  """FFN(x) = max(0, x W1 + b1) W2 + b2 (section 3.3); optional dropout after the ReLU."""
+
+  def __init__(self, d_model, d_ff, relu_dropout=0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.d_model = d_model
+    self.d_ff = d_ff
+    self.relu_dropout = relu_dropout
+
+  def build(self, input_shape):
+    self.inner = keras.layers.Dense(self.d_ff, activation="relu", name="inner")
+    self.outer = keras.layers.Dense(self.d_model, name="outer")
+    self.inner.build(input_shape)
+    self.outer.build(list(input_shape[:-1]) + [self.d_ff])
+    self.dropout = keras.layers.Dropout(self.relu_dropout)
+
+  def call(self, x, training=None):
+    return self.outer(self.dropout(self.inner(x), training=training))  # [B, T, F] -> [B, T, D]
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(d_model=self.d_model, d_ff=self.d_ff, relu_dropout=self.relu_dropout)
+    return config
+
+
+class _Block(keras.layers.Layer):
+  """Shared residual wiring: post-norm LayerNorm(x + Dropout(f(x))) (the paper) or pre-norm
+  x + Dropout(f(LayerNorm(x)))."""
+
+  def __init__(self, hparams, **kwargs):
+    super().__init__(**kwargs)
+    self.hparams = hparams
+    self.residual_dropout = keras.layers.Dropout(hparams.dropout)
+
+  def _attention(self, name):
+    hp = self.hparams
+    return MultiHeadAttention(hp.num_heads, hp.key_depth, hp.value_depth, hp.d_model,
+                              dropout=hp.attention_dropout, name=name)
+
+  def _norm(self, name):
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+
+  def _sublayer(self, x, norm, fn, training):
+    """Returns (block output, whatever else fn returned)."""
+    if self.hparams.norm_type == "pre":
+      y, *extra = fn(norm(x))
+      return x + self.residual_dropout(y, training=training), extra
+    y, *extra = fn(x)
+    return norm(x + self.residual_dropout(y, training=training)), extra
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hparams=self.hparams.to_json())
+    return config
+
+
+class EncoderLayer(_Block):
+  """Self-attention, then the FFN, each wrapped in residual + LayerNorm."""
+
+  def build(self, input_shape):
+    hp = self.hparams
+    self.self_attention = self._attention("self_attention")
+    self.self_attention.build(input_shape)
+    self.ffn = FeedForward(hp.d_model, hp.d_ff, hp.relu_dropout, name="ffn")
+    self.ffn.build(input_shape)
+    self.norm1, self.norm2 = self._norm("norm1"), self._norm("norm2")
+    self.norm1.build(input_shape)
+    self.norm2.build(input_shape)
+
+  def call(self, x, bias, training=None, return_attention=False):
+    """x [B, S, D], bias [B, 1, 1, S] -> [B, S, D] (and attention weights [B, H, S, S])."""
+    x, extra = self._sublayer(
+        x, self.norm1,
+        lambda y: self.self_attention(y, bias=bias, training=training,
+                                      return_attention=return_attention), training)
+    x, _ = self._sublayer(x, self.norm2, lambda y: (self.ffn(y, training=training),), training)
+    return (x, extra[1]) if return_attention else x
+
+
+class DecoderLayer(_Block):
+  """Masked self-attention, encoder-decoder attention, then the FFN; each residual + norm."""
+
+  def build(self, input_shape):
+    hp = self.hparams
+    self.self_attention = self._attention("self_attention")
+    self.self_attention.build(input_shape)
+    self.cross_attention = self._attention("cross_attention")
+    self.cross_attention.build(input_shape, input_shape)
+    self.ffn = FeedForward(hp.d_model, hp.d_ff, hp.relu_dropout, name="ffn")
+    self.ffn.build(input_shape)
+    self.norm1, self.norm2, self.norm3 = (self._norm(f"norm{i}") for i in (1, 2, 3))
+    for norm in (self.norm1, self.norm2, self.norm3):
+      norm.build(input_shape)
+
+  def call(self, x, memory, self_bias, memory_bias, cache=None, decode_index=None,
+           training=None, return_attention=False):
+    """x [B, T, D], memory [B, S, D] -> [B, T, D].
+
+    When decoding one step at a time, T = 1 and `cache` holds this layer's "k", "v" [B, L, H, *]
+    (self-attention, written at `decode_index`) and "memory_k", "memory_v" [B, S, H, *].
+    Returns (x, cache) and, with return_attention, the two attention weight tensors.
+    """
+    self_cache = memory_cache = None
+    if cache is not None:
+      self_cache = {"k": cache["k"], "v": cache["v"]}
+      memory_cache = {"k": cache["memory_k"], "v": cache["memory_v"]}
+    x, self_extra = self._sublayer(
+        x, self.norm1,
+        lambda y: self.self_attention(y, bias=self_bias, cache=self_cache,
+                                      decode_index=decode_index, training=training,
+                                      return_attention=return_attention), training)
+    x, cross_extra = self._sublayer(
+        x, self.norm2,
+        lambda y: self.cross_attention(y, memory, bias=memory_bias, cache=memory_cache,
+                                       training=training, return_attention=return_attention),
+        training)
+    x, _ = self._sublayer(x, self.norm3, lambda y: (self.ffn(y, training=training),), training)
+    if cache is not None:
+      cache = dict(cache, k=self_extra[0]["k"], v=self_extra[0]["v"])
+    if return_attention:
+      return x, cache, self_extra[1], cross_extra[1]
+    return x, cache
+
+
+class Transformer(keras.Model):
+  """Encoder-decoder Transformer with one shared embedding / pre-softmax matrix.
+
+  call({"inputs": int32 [B, S], "targets": int32 [B, T]}) -> float32 logits [B, T, V] that
+  predict `targets` with teacher forcing: the decoder reads targets shifted right by one.
+  """
+
+  def __init__(self, hparams, vocab_size, **kwargs):
+    super().__init__(**kwargs)
+    self.hparams = hparams
+    self.vocab_size = vocab_size
+    hp = hparams
+    # Every sub-layer is a direct attribute (not inside a list or dict): tf.train.Checkpoint
+    # only follows attributes of Keras 3 layers, and checkpoints are how runs resume.
+    self.embedding = SharedEmbedding(vocab_size, hp.d_model, name="shared_embedding")
+    self.encoder_positions, self.decoder_positions = (
+        PositionEncoding(hp.position_encoding, hp.max_length, hp.d_model, name=f"{side}_positions")
+        for side in ("encoder", "decoder"))
+    self.input_dropout = keras.layers.Dropout(hp.dropout)
+    for i in range(hp.num_layers):
+      setattr(self, f"encoder_{i}", EncoderLayer(hp, name=f"encoder_{i}"))
+      setattr(self, f"decoder_{i}", DecoderLayer(hp, name=f"decoder_{i}"))
+    # Pre-norm stacks end with one more LayerNorm; post-norm outputs are already normalised.
+    if hp.norm_type == "pre":
+      self.encoder_norm, self.decoder_norm = (
+          keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=f"{side}_norm")
+          for side in ("encoder", "decoder"))
+
+  @property
+  def encoder_layers(self):
+    return [getattr(self, f"encoder_{i}") for i in range(self.hparams.num_layers)]
+
+  @property
+  def decoder_layers(self):
+    return [getattr(self, f"decoder_{i}") for i in range(self.hparams.num_layers)]
+
+  def build(self, input_shape=None):
+    hp = self.hparams
+    shape = [None, None, hp.d_model]
+    self.embedding.build()
+    for side in ("encoder", "decoder"):
+      getattr(self, f"{side}_positions").build(shape)
+      if self.hparams.norm_type == "pre":
+        getattr(self, f"{side}_norm").build(shape)
+    for layer in self.encoder_layers + self.decoder_layers:
+      layer.build(shape)
+    self.built = True
+
+  def _embed(self, ids, side, training, start=0):
+    """ids [B, T] -> dropout(embedding * sqrt(D) + positions) [B, T, D]."""
+    x = getattr(self, f"{side}_positions")(self.embedding(ids), start=start)
+    return self.input_dropout(x, training=training)
+
+  def _final_norm(self, x, side):
+    return getattr(self, f"{side}_norm")(x) if self.hparams.norm_type == "pre" else x
+
+  def encode(self, inputs, training=False, return_attention=False):
+    """inputs int [B, S] -> (encoder output [B, S, D], padding mask bool [B, S])."""
+    bias = padding_bias(inputs)  # [B, 1, 1, S]
+    x = self._embed(inputs, "encoder", training)
+    weights = []
+    for layer in self.encoder_layers:
+      if return_attention:
+        x, w = layer(x, bias, training=training, return_attention=True)
+        weights.append(w)
+      else:
+        x = layer(x, bias, training=training)
+    outputs = (self._final_norm(x, "encoder"), tf.not_equal(inputs, 0))
+    return outputs + (weights,) if return_attention else outputs
+
+  def decode(self, targets, encoder_output, inputs_mask, training=False, return_attention=False):
+    """targets int [B, T] (shifted right here) -> logits float32 [B, T, V]."""
+    decoder_inputs = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]  # [B, T], starts with 0
+    memory_bias = _mask_to_bias(inputs_mask)  # [B, 1, 1, S]
+    self_bias = causal_bias(tf.shape(targets)[1])  # [1, 1, T, T]
+    x = self._embed(decoder_inputs, "decoder", training)
+    self_weights, cross_weights = [], []
+    for layer in self.decoder_layers:
+      out = layer(x, encoder_output, self_bias, memory_bias, training=training,
+                  return_attention=return_attention)
+      x = out[0]
+      if return_attention:
+        self_weights.append(out[2])
+        cross_weights.append(out[3])
+    logits = self.embedding.logits(self._final_norm(x, "decoder"))  # [B, T, V]
+    return (logits, self_weights, cross_weights) if return_attention else logits
+
+  def call(self, features, training=False):
+    encoder_output, inputs_mask = self.encode(features["inputs"], training=training)
+    return self.decode(features["targets"], encoder_output, inputs_mask, training=training)
+
+  def attention_maps(self, inputs, targets):
+    """All attention weights, for pictures: name -> list over layers of [B, H, T_q, T_k]."""
+    encoder_output, mask, encoder_weights = self.encode(inputs, return_attention=True)
+    _, self_weights, cross_weights = self.decode(targets, encoder_output, mask,
+                                                 return_attention=True)
+    return {"encoder_self": encoder_weights, "decoder_self": self_weights,
+            "encoder_decoder": cross_weights}
+
+  def init_cache(self, encoder_output, inputs_mask, max_decode_length):
+    """The state of incremental decoding; every leaf has leading dim B (for beam tiling).
+
+    Self-attention keys/values get a static [B, L, H, K/V] buffer (XLA-friendly) and the
+    encoder-decoder keys/values are computed here once, not at every step.
+    """
+    hp = self.hparams
+    batch = tf.shape(encoder_output)[0]
+    dtype = self.compute_dtype
+    layers = []
+    for layer in self.decoder_layers:
+      memory_k, memory_v = layer.cross_attention.project_memory(encoder_output)  # [B, S, H, *]
+      layers.append({
+          "k": tf.zeros([batch, max_decode_length, hp.num_heads, hp.key_depth], dtype),
+          "v": tf.zeros([batch, max_decode_length, hp.num_heads, hp.value_depth], dtype),
+          "memory_k": memory_k, "memory_v": memory_v})
+    return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
+
+  def decode_step(self, ids, index, cache):
+    """ids int [B]: the token at position index-1 (0 at index 0) -> (logits [B, V], cache)."""
+    x = self._embed(ids[:, None], "decoder", training=False, start=index)  # [B, 1, D]
+    cache_length = tf.shape(cache["layers"][0]["k"])[1]
+    self_bias = cache_bias(index, cache_length)  # [1, 1, 1, L]
+    new_layers = []
+    for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
+      x, layer_cache = layer(x, None, self_bias, cache["memory_bias"], cache=layer_cache,
+                             decode_index=index, training=False)
+      new_layers.append(layer_cache)
+    logits = self.embedding.logits(self._final_norm(x, "decoder"))[:, 0]  # [B, V]
+    return logits, dict(cache, layers=new_layers)
+
+  def get_config(self):
+    return {"hparams": self.hparams.to_json(), "vocab_size": self.vocab_size, "name": self.name}
+
+
+def _mask_to_bias(mask):
+  """bool [B, S] (True = real token) -> float32 [B, 1, 1, S] additive bias."""
+  return padding_bias(tf.cast(mask, tf.int32))
+
+
+def build_model(hparams, vocab_size):
+  """Returns a Transformer with all weights created."""
+  model = Transformer(hparams, vocab_size, name="transformer")
+  model.build()
+  return model

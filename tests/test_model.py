@@ -1,0 +1,225 @@
+"""The paper's Transformer: parameter counts, no information leak, encodings, training math."""
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite
+from t2t_lite.embedding import sinusoid_positions
+from t2t_lite.losses import smoothed_cross_entropy, token_accuracy
+from t2t_lite.optimization import TransformerSchedule, learning_rate, make_optimizer
+
+VOCAB = 37000  # the paper's shared EN-DE BPE vocabulary
+
+# Table 3's parameter counts (millions) for every set that lists one.
+PAPER_PARAMS = {
+    "transformer_base": 65, "transformer_big": 213,
+    "transformer_base_b_dk16": 58, "transformer_base_b_dk32": 60,
+    "transformer_base_c_n2": 36, "transformer_base_c_n4": 50, "transformer_base_c_n8": 80,
+    "transformer_base_c_d256": 28, "transformer_base_c_d1024": 168,
+    "transformer_base_c_ff1024": 53, "transformer_base_c_ff4096": 90,
+}
+
+
+def tiny_model(vocab=40, overrides=""):
+  keras.utils.set_random_seed(1)
+  return t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny", overrides), vocab)
+
+
+def random_ids(shape, vocab=40, seed=0):
+  return np.random.default_rng(seed).integers(2, vocab, shape).astype(np.int32)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMS))
+def test_parameter_count_matches_table3(name):
+  model = t2t_lite.build_model(t2t_lite.get_hparams(name), VOCAB)
+  ours, paper = model.count_params() / 1e6, PAPER_PARAMS[name]
+  tolerance = 0.05 if name in ("transformer_base", "transformer_big") else 0.08
+  assert abs(ours - paper) / paper <= tolerance, f"{name}: {ours:.1f}M vs paper {paper}M"
+
+
+def test_table3_rows_change_only_what_the_row_says():
+  base = t2t_lite.get_hparams("transformer_base")
+  h16 = t2t_lite.get_hparams("transformer_base_a_h16")
+  assert (h16.num_heads, h16.key_depth, h16.value_depth) == (16, 32, 32)
+  assert h16.replace(num_heads=8, d_k=0, d_v=0) == base
+  dk16 = t2t_lite.get_hparams("transformer_base_b_dk16")
+  assert (dk16.key_depth, dk16.value_depth) == (16, 64)
+  assert t2t_lite.get_hparams("transformer_base_e_learned").position_encoding == "learned"
+  big = t2t_lite.get_hparams("transformer_big")
+  assert (big.d_model, big.d_ff, big.num_heads, big.dropout) == (1024, 4096, 16, 0.3)
+  assert t2t_lite.get_hparams("transformer_big_enfr").dropout == 0.1
+  parsing = t2t_lite.get_hparams("transformer_parsing")
+  assert (parsing.num_layers, parsing.d_model, parsing.beam_size, parsing.alpha,
+          parsing.extra_decode_length) == (4, 1024, 21, 0.3, 300)
+
+
+def test_logits_shape_and_dtype():
+  model = tiny_model()
+  logits = model({"inputs": random_ids([2, 5]), "targets": random_ids([2, 7])})
+  assert logits.shape == (2, 7, 40) and logits.dtype == tf.float32
+
+
+@pytest.mark.parametrize("overrides", ["", "norm_type=pre", "position_encoding=learned"])
+def test_changing_later_targets_never_changes_earlier_logits(overrides):
+  model = tiny_model(overrides=overrides)
+  inputs, targets = random_ids([3, 6], seed=1), random_ids([3, 9], seed=2)
+  before = model({"inputs": inputs, "targets": targets}).numpy()
+  for k in range(9):
+    changed = targets.copy()
+    changed[:, k:] = random_ids([3, 9 - k], seed=10 + k)
+    after = model({"inputs": inputs, "targets": changed}).numpy()
+    # Position i predicts targets[i] from targets[:i]: positions <= k see none of the change.
+    np.testing.assert_array_equal(after[:, :k + 1], before[:, :k + 1])
+    if k < 8:
+      assert np.abs(after[:, k + 1:] - before[:, k + 1:]).max() > 1e-3
+
+
+def test_padding_never_changes_real_logits():
+  model = tiny_model()
+  inputs, targets = random_ids([3, 6], seed=3), random_ids([3, 5], seed=4)
+  before = model({"inputs": inputs, "targets": targets}).numpy()
+  after = model({"inputs": np.pad(inputs, [[0, 0], [0, 7]]),
+                 "targets": np.pad(targets, [[0, 0], [0, 4]])}).numpy()
+  np.testing.assert_allclose(after[:, :5], before, atol=2e-5)
+  # A shorter sentence padded inside a batch gets the logits it gets alone.
+  ragged = inputs.copy()
+  ragged[0, 3:] = 0
+  alone = model({"inputs": ragged[:1, :3], "targets": targets[:1]}).numpy()
+  batched = model({"inputs": ragged, "targets": targets}).numpy()
+  np.testing.assert_allclose(batched[:1], alone, atol=2e-5)
+
+
+def test_source_matters():
+  model = tiny_model()
+  targets = random_ids([2, 5], seed=5)
+  a = model({"inputs": random_ids([2, 6], seed=6), "targets": targets}).numpy()
+  b = model({"inputs": random_ids([2, 6], seed=7), "targets": targets}).numpy()
+  assert np.abs(a - b).max() > 1e-3
+
+
+def test_embedding_is_shared_and_scaled():
+  model = tiny_model()
+  shared = [w for w in model.weights if "embeddings" in w.path]
+  assert len(shared) == 1 and tuple(shared[0].shape) == (40, 64)
+  ids = tf.constant([[3, 7]])
+  np.testing.assert_allclose(model.embedding(ids).numpy(),
+                             tf.gather(shared[0], ids).numpy() * math.sqrt(64), rtol=1e-6)
+
+
+def test_cached_decode_steps_equal_full_decode():
+  model = tiny_model()
+  inputs, targets = random_ids([2, 6], seed=8), random_ids([2, 5], seed=9)
+  full = model({"inputs": inputs, "targets": targets}).numpy()
+  encoded, mask = model.encode(inputs)
+  cache = model.init_cache(encoded, mask, max_decode_length=5)
+  previous, steps = tf.zeros([2], tf.int32), []
+  for i in range(5):
+    logits, cache = model.decode_step(previous, tf.constant(i), cache)
+    steps.append(logits.numpy())
+    previous = tf.constant(targets[:, i])
+  np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=2e-5)
+
+
+@pytest.mark.parametrize("position", [0, 1, 17, 250])
+@pytest.mark.parametrize("i", [0, 5, 127, 255])
+def test_sinusoid_equals_closed_form(position, i):
+  d_model = 512
+  pe = sinusoid_positions(position + 1, d_model).numpy()[position]
+  angle = position / 10000 ** (2 * i / d_model)
+  assert pe[2 * i] == pytest.approx(math.sin(angle), abs=1e-5)
+  assert pe[2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+@pytest.mark.parametrize("step", [1, 4000, 100000])
+def test_learning_rate_equals_formula(step):
+  expected = 512 ** -0.5 * min(step ** -0.5, step * 4000 ** -1.5)
+  assert float(learning_rate(step, 512, 4000)) == pytest.approx(expected, rel=1e-6)
+  # Keras counts iterations from 0: iteration step - 1 is the paper's step_num = step.
+  assert float(TransformerSchedule(512, 4000)(step - 1)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_optimizer_is_the_papers_adam():
+  optimizer = make_optimizer(t2t_lite.get_hparams("transformer_base"))
+  assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+
+
+def test_smoothed_loss_equals_hand_computation_and_ignores_padding():
+  logits = tf.constant([[[2.0, 0.0, 1.0], [0.5, 1.5, 0.0], [9.0, -3.0, 4.0]]])  # [1, 3, 3]
+  targets = tf.constant([[2, 1, 0]])  # last position is padding
+  eps = 0.1
+  expected = 0.0
+  for row, t in ((0, 2), (1, 1)):
+    log_p = logits[0, row].numpy() - np.log(np.exp(logits[0, row].numpy()).sum())
+    q = np.full(3, eps / 2)
+    q[t] = 1 - eps
+    expected += -(q * log_p).sum()
+  loss_sum, count = smoothed_cross_entropy(logits, targets, eps)
+  assert float(count) == 2.0
+  assert float(loss_sum) == pytest.approx(expected, rel=1e-6)
+  # Unsmoothed: plain negative log-likelihood of the true tokens.
+  nll, _ = smoothed_cross_entropy(logits, targets, 0.0)
+  log_p0 = 1.0 - np.log(np.exp([2.0, 0.0, 1.0]).sum())
+  log_p1 = 1.5 - np.log(np.exp([0.5, 1.5, 0.0]).sum())
+  assert float(nll) == pytest.approx(-(log_p0 + log_p1), rel=1e-6)
+  correct, count = token_accuracy(logits, targets)
+  assert (float(correct), float(count)) == (1.0, 2.0)  # row 0 predicts 0 (not 2), row 1 right
+
+
+def test_tiny_transformer_memorises_a_copy_task():
+  vocab, n, length = 20, 64, 8
+  rng = np.random.default_rng(0)
+  inputs = rng.integers(2, vocab, (n, length)).astype(np.int32)
+  targets = np.concatenate([inputs, np.ones([n, 1], np.int32)], axis=1)  # copy + EOS
+  hparams = t2t_lite.get_hparams("transformer_tiny")
+  keras.utils.set_random_seed(0)
+  model = t2t_lite.build_model(hparams, vocab)
+  optimizer = make_optimizer(hparams)
+
+  @tf.function(jit_compile=True)
+  def train_step(features):
+    with tf.GradientTape() as tape:
+      logits = model(features, training=True)
+      loss_sum, count = smoothed_cross_entropy(logits, features["targets"], 0.0)
+      loss = loss_sum / count
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  features = {"inputs": tf.constant(inputs), "targets": tf.constant(targets)}
+  for _ in range(200):
+    train_step(features)
+  correct, count = token_accuracy(model(features), features["targets"])
+  assert float(correct / count) > 0.99
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: t2t_lite.get_hparams("transformer_bigg"), "did you mean 'transformer_big'"),
+    (lambda: t2t_lite.get_problem("wmt_end"), "did you mean 'wmt_ende'"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "num_layer=4"),
+     "unknown hparam 'num_layer'; did you mean 'num_layers'?"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "dropout=lots"),
+     "bad value for hparam 'dropout': 'lots' is not a float"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "num_layers"),
+     "bad override 'num_layers': expected name=value"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "num_heads=7"),
+     "d_model=512 is not divisible by num_heads=7"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "norm_type=sandwich"),
+     "norm_type must be 'post' or 'pre'"),
+])
+def test_bad_input_is_a_clear_one_line_error(call, message):
+  with pytest.raises((t2t_lite.HParamsError, t2t_lite.RegistryError)) as error:
+    call()
+  assert message in str(error.value)
+  assert "\n" not in str(error.value)
+
+
+def test_overrides_are_typed_and_hparams_round_trip_json(tmp_path):
+  hparams = t2t_lite.get_hparams("transformer_big", "num_layers=4,dropout=0.25,beam_size=8")
+  assert (hparams.num_layers, hparams.dropout, hparams.beam_size) == (4, 0.25, 8)
+  assert isinstance(hparams.num_layers, int) and isinstance(hparams.dropout, float)
+  path = str(tmp_path / "hparams.json")
+  hparams.save(path)
+  assert t2t_lite.HParams.load(path) == hparams
