@@ -30,8 +30,14 @@ def main():
   parser.add_argument("--batch_tokens", type=int, default=4096)
   parser.add_argument("--batches", type=int, default=2000)
   args = parser.parse_args()
+  if args.data_dir:
+    measure(args, args.data_dir)
+  else:
+    with tempfile.TemporaryDirectory(prefix="t2t_lite_bench_") as data_dir:
+      measure(args, data_dir)
 
-  data_dir = args.data_dir or tempfile.mkdtemp(prefix="t2t_lite_bench_")
+
+def measure(args, data_dir):
   problem = t2t_lite.get_problem("multi30k_ende")
   start = time.perf_counter()
   problem.prepare(data_dir, args.raw_dir)

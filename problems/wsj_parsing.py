@@ -1,4 +1,4 @@
-"""`wsj_parsing`: English constituency parsing of the WSJ Penn Treebank as translation (section 6.3).
+"""`wsj_parsing`: constituency parsing of the WSJ Penn Treebank as translation (paper section 6.3).
 
 Raw data: Penn Treebank `.mrg` files (bracketed trees, several per file) anywhere under raw_dir,
 e.g. LDC99T42's `parsed/mrg/wsj/` (sections 00..24 in sub-folders) or NLTK's `treebank/combined`

@@ -10,8 +10,9 @@ Shapes: B sentences, K beam size, L the longest output (max_decode_length), V vo
 The search keeps, per sentence, K live hypotheses (no EOS yet) and the K best finished ones.
 At each step the 2K best expansions are taken, so that hypotheses ending in EOS never leave
 fewer than K live ones to extend. As in fairseq, an expansion ending in EOS is finished only if
-it ranks among the first K, so beam 1 is greedy decoding (exactly so with alpha = 0; with
-alpha > 0 beam 1 may continue past an EOS while the length penalty lets a longer output win).
+it ranks among the first K; with beam 1 alpha is ignored (set to 0), so beam 1 is exactly greedy
+decoding, as tensor2tensor's beam size 1 (with alpha > 0 a beam of 1 could otherwise continue
+past an EOS whenever the length penalty lets a longer output win).
 Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT), where
 |Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
 or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
@@ -37,6 +38,7 @@ class BeamState(NamedTuple):
   finished_scores: tf.Tensor  # float32 [B, K], length-penalised; <= NEG_INF / 2 = empty slot.
   done: tf.Tensor  # bool [B]: nothing left to find for this sentence.
   cache: Any  # nested structure, every leaf [B * K, ...]
+  rows: tf.Tensor  # int32 [B * K, L]: the cache row holding each hypothesis' slot t.
 
 
 def tile_beams(x, beam_size):
@@ -61,7 +63,7 @@ def _valid(scores):
 
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
-                max_decode_length, max_lengths=None, min_length=0):
+                max_decode_length, max_lengths=None, min_length=0, reorder_cache=True):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -71,7 +73,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       the beams of a sentence.
     cache: nested structure of tensors with leading dimension B; tiled here to B*K.
     batch_size: B (a Python int or an int32 scalar).
-    beam_size: K >= 1; 1 is greedy decoding.
+    beam_size: K >= 1; 1 is greedy decoding (alpha is then ignored).
     alpha: length penalty exponent >= 0 (0 = rank by log-probability).
     eos_id: the vocabulary's end-of-sequence id.
     max_decode_length: L: the size of the output buffer and the loop bound (a Python int for
@@ -80,6 +82,13 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       a sentence that reaches it is finished with the tokens it has. Default: L for all.
     min_length: EOS is forbidden before this position (e.g. = L so that every hypothesis runs
       to its maximum length, for benchmarks).
+    reorder_cache: True: after each step every changed cache leaf is gathered so that row n
+      holds the cache of hypothesis n (the step function needs to know nothing of beams).
+      False: nothing is copied; the step function is called as fn(ids, index, cache, rows)
+      with rows int32 [B*K, L]: the cache row where hypothesis n's slot t was written (n itself
+      for t >= index). It must write slot `index` of row n and read slot t < index from row
+      rows[n, t]. This saves copying every layer's key/value cache at every step (see
+      Transformer.decode_step's cache_rows).
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
@@ -92,11 +101,14 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
   if isinstance(max_decode_length, int) and max_decode_length < 1:
     raise ValueError(f"max_decode_length must be >= 1, got {max_decode_length}")
   k, length = beam_size, max_decode_length
+  if k == 1:
+    alpha = 0.0  # Greedy: the first EOS ends the output, whatever its length.
   if max_lengths is None:
     max_lengths = tf.fill([batch_size], length)
   max_lengths = tf.minimum(tf.cast(max_lengths, tf.int32), length)  # [B]
   positions = tf.range(length + 1)  # [L + 1]
 
+  own_rows = tf.range(batch_size * k)[:, None]  # [B*K, 1]
   # Only beam 0 is live at first, so the K beams don't start as K copies of one prefix.
   live_logprobs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
   empty_seqs = tf.zeros([batch_size, k, length + 1], tf.int32)
@@ -104,7 +116,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       index=tf.constant(0), live_seqs=empty_seqs, live_logprobs=live_logprobs,
       finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
       done=tf.zeros([batch_size], tf.bool),
-      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache))
+      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
+      rows=tf.tile(own_rows, [1, length]))
 
   def cond(state):
     return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
@@ -112,7 +125,10 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
   def body(state):
     i = state.index
     ids = tf.reshape(tf.gather(state.live_seqs, i, axis=2), [-1])  # [B*K]
-    logits, new_cache = symbols_to_logits_fn(ids, i, state.cache)  # [B*K, V]
+    if reorder_cache:
+      logits, new_cache = symbols_to_logits_fn(ids, i, state.cache)  # [B*K, V]
+    else:
+      logits, new_cache = symbols_to_logits_fn(ids, i, state.cache, state.rows)
     vocab = tf.shape(logits)[-1]
     logprobs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
     eos_forbidden = tf.cast(i < min_length, tf.float32)
@@ -135,9 +151,13 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     live_logprobs, live_slots = tf.math.top_k(live_candidates, k)  # [B, K]
     live_seqs = _gather_beams(top_seqs, live_slots)  # [B, K, L + 1]
     parent_beams = _gather_beams(top_beams, live_slots)  # [B, K]
-    new_cache = tf.nest.map_structure(
-        lambda new, old: new if new is old else _gather_flat(new, parent_beams, k),
-        new_cache, state.cache)
+    if reorder_cache:
+      new_cache = tf.nest.map_structure(
+          lambda new, old: new if new is old else _gather_flat(new, parent_beams, k),
+          new_cache, state.cache)
+      rows = state.rows
+    else:  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
+      rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
 
     # Finished: merge the ending expansions among the first K with the K kept so far.
     first_k = tf.range(2 * k) < k  # [2K]
@@ -155,9 +175,12 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     cannot_improve = tf.logical_and(_valid(worst_finished), worst_finished >= best_live)
     no_live = tf.logical_not(_valid(tf.reduce_max(live_logprobs, axis=1)))
     done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
-    return (BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
-                      finished_seqs=finished_seqs, finished_scores=finished_scores, done=done,
-                      cache=new_cache),)
+    new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
+                          finished_seqs=finished_seqs, finished_scores=finished_scores,
+                          done=done, cache=new_cache, rows=rows)
+    # Static shapes in, static shapes out (a dynamic batch_size would lose them).
+    return (tf.nest.map_structure(lambda new, old: tf.ensure_shape(new, old.shape),
+                                  new_state, state),)
 
   (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)
   return state.finished_seqs[:, :, 1:], state.finished_scores  # [B, K, L], [B, K]

@@ -13,8 +13,9 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Optional
+from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite import beam_search as beam_search_lib
@@ -24,7 +25,7 @@ from t2t_lite.tokenizer import EOS_ID, PAD_ID
 logger = logging.getLogger(__name__)
 
 HPARAMS_FILE = "hparams.json"
-PROBLEM_FILE = "problem.json"  # {"problem": name}; written by the trainer.
+RUN_FILE = "run.json"  # {"problem": name, ...}; written by the trainer (t2t_lite/trainer.py).
 
 
 class DecodingError(ValueError):
@@ -62,11 +63,12 @@ def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=
     cached: use the model's incremental decoder (False: recompute the full prefix each step).
     static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
     min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
-  Returns ids (EOS included, 0-padded) and length-penalised scores, best first. With the
+  Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
+  (log-probabilities renormalised without PAD), best first. With the
   learned position encoding, outputs are also limited to hparams.max_length tokens.
   """
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
-  batch = tf.shape(inputs)[0]
+  batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
   learned = model.hparams.position_encoding == "learned"  # no positions past max_length
   if static_shapes:
     if inputs.shape[1] is None:
@@ -81,25 +83,234 @@ def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=
   if max_lengths is None:
     max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
   if cached:
-    step = model.decode_step
+    # The cache is never reordered between beams: each step reads through `rows` instead.
+    step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
     cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
   else:
     step, cache = _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length,
                                     static_shapes)
+
+  def step_without_pad(ids, index, cache, *rows):
+    logits, cache = step(ids, index, cache, *rows)  # [B*K, V]
+    pad = tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
+    return logits + pad, cache  # PAD is never an output token
+
   return beam_search_lib.beam_search(
-      step, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
-      max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length)
+      step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
+      max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
+      reorder_cache=not cached)
 
 
 def sequence_scores(model, inputs, outputs, alpha):
   """Length-penalised log P(outputs | inputs) under the model, as beam search scores them.
 
   inputs int32 [B, S]; outputs int32 [B, T], each cut after its first EOS (0s after it).
-  Returns float32 [B]: sum of log-probs of the tokens up to and including EOS / lp(|Y|).
+  Returns float32 [B]: sum of log-probs (PAD excluded from the softmax, as in translate_ids)
+  of the tokens up to and including EOS / lp(|Y|).
   """
   outputs = tf.convert_to_tensor(outputs, tf.int32)
   logits = model({"inputs": inputs, "targets": outputs}, training=False)  # [B, T, V]
+  logits += tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
   logprobs = tf.gather(tf.nn.log_softmax(logits), outputs, batch_dims=2)  # [B, T]
   real = tf.cast(tf.not_equal(outputs, PAD_ID), tf.float32)
   lengths = tf.reduce_sum(real, axis=1)
   return tf.reduce_sum(logprobs * real, axis=1) / beam_search_lib.length_penalty(lengths, alpha)
+
+
+# ------------------------------------------------------------------------------ model_dir
+
+
+@dataclasses.dataclass
+class LoadedModel:
+  """What a model_dir holds, restored: the model (weights from `checkpoint`) and its vocabulary."""
+  model: Any
+  hparams: HParams
+  problem: Any
+  tokenizer: Any
+  checkpoint: str
+
+
+def read_problem_name(model_dir):
+  """The problem a model_dir was trained on: "problem" in run.json, written by the trainer."""
+  path = os.path.join(model_dir, RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    raise DecodingError(f"{path} is missing: is {model_dir} a t2t-lite-train model_dir?")
+  with tf.io.gfile.GFile(path) as f:
+    return json.loads(f.read())["problem"]
+
+
+def find_checkpoint(model_dir, checkpoint_path=None):
+  """The checkpoint prefix to restore: `checkpoint_path` (a prefix, or a directory whose latest
+  checkpoint is taken), else the latest checkpoint in model_dir."""
+  directory = model_dir
+  if checkpoint_path:
+    if tf.io.gfile.exists(checkpoint_path + ".index"):
+      return checkpoint_path
+    if not tf.io.gfile.isdir(checkpoint_path):
+      raise DecodingError(f"checkpoint {checkpoint_path} not found (no {checkpoint_path}.index)")
+    directory = checkpoint_path
+  latest = tf.train.latest_checkpoint(directory)
+  if latest is None:
+    raise DecodingError(f"no checkpoint found in {directory} (looked for its 'checkpoint' file)")
+  return latest
+
+
+def restore_model(model, checkpoint):
+  """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
+  (other objects in it, e.g. the optimizer, are ignored); every model weight must be there."""
+  status = tf.train.Checkpoint(model=model).restore(checkpoint)
+  status.expect_partial()
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise DecodingError(f"checkpoint {checkpoint} does not match the model of hparams.json: "
+                        f"{str(e).splitlines()[0]}") from None
+  return model
+
+
+def load_model_dir(model_dir, checkpoint_path=None):
+  """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary."""
+  import t2t_lite  # The package's registries; imported here to avoid a cycle.
+  hparams_path = os.path.join(model_dir, HPARAMS_FILE)
+  if not tf.io.gfile.exists(hparams_path):
+    raise DecodingError(f"{hparams_path} is missing: is {model_dir} a t2t-lite-train model_dir?")
+  hparams = HParams.load(hparams_path)
+  checkpoint = find_checkpoint(model_dir, checkpoint_path)
+  problem = t2t_lite.get_problem(read_problem_name(model_dir))
+  tokenizer = problem.tokenizer(model_dir)
+  model = restore_model(t2t_lite.build_model(hparams, tokenizer.vocab_size), checkpoint)
+  return LoadedModel(model, hparams, problem, tokenizer, checkpoint)
+
+
+# ------------------------------------------------------------------------------ text in, text out
+
+
+@dataclasses.dataclass
+class Encoded:
+  """Source ids of one batch of lines, and what happened to them."""
+  ids: list  # per line: token ids ending in EOS; [] for an empty line
+  truncated: list  # 0-based indices of lines cut to the maximum input length
+
+
+class Translator:
+  """Text in, text out: tokenizes, decodes in length-sorted batches, detokenizes.
+
+  One compiled decoder is kept per (batch, source length bucket) shape; sources are padded up to
+  a multiple of `length_multiple` tokens so that few shapes (and XLA compilations) are needed.
+  """
+
+  def __init__(self, model, tokenizer, *, beam_size, alpha, extra_length, max_input_length=None,
+               jit_compile=False, length_multiple=8):
+    if beam_size < 1:
+      raise DecodingError(f"beam_size must be >= 1, got {beam_size}")
+    if alpha < 0:
+      raise DecodingError(f"alpha must be >= 0, got {alpha}")
+    if extra_length < 1:
+      raise DecodingError(f"extra_length must be >= 1, got {extra_length}")
+    self.model, self.tokenizer = model, tokenizer
+    self.beam_size, self.alpha, self.extra_length = beam_size, alpha, extra_length
+    self.max_input_length = max_input_length or model.hparams.max_length
+    self.jit_compile = jit_compile
+    self.length_multiple = length_multiple
+    self._decode = tf.function(self._decode_ids, jit_compile=jit_compile)
+
+  @classmethod
+  def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
+                     extra_length=None, **kwargs):
+    """Settings left None come from hparams.json, else the problem (section 6.1 defaults)."""
+    loaded = load_model_dir(model_dir, checkpoint_path)
+    settings = loaded.problem.decode_settings(loaded.hparams)
+    translator = cls(
+        loaded.model, loaded.tokenizer,
+        beam_size=settings["beam_size"] if beam_size is None else beam_size,
+        alpha=settings["alpha"] if alpha is None else alpha,
+        extra_length=settings["extra_decode_length"] if extra_length is None else extra_length,
+        **kwargs)
+    translator.loaded = loaded
+    return translator
+
+  def _decode_ids(self, inputs, max_lengths):
+    return translate_ids(self.model, inputs, beam_size=self.beam_size, alpha=self.alpha,
+                         extra_length=self.extra_length, max_lengths=max_lengths,
+                         static_shapes=self.jit_compile)
+
+  def encode(self, lines):
+    """Source ids (EOS-terminated, cut to max_input_length) of each line; [] for empty lines."""
+    ids, truncated = [], []
+    for i, line in enumerate(lines):
+      if not line.strip():
+        ids.append([])
+        continue
+      tokens = list(self.tokenizer.encode(line, add_eos=True))
+      if len(tokens) > self.max_input_length:
+        tokens = tokens[:self.max_input_length - 1] + [EOS_ID]
+        truncated.append(i)
+      ids.append(tokens)
+    return Encoded(ids, truncated)
+
+  def translate_ids_batch(self, sources, batch_size=None):
+    """Decodes a list of EOS-terminated id lists at once -> (best ids list each, scores)."""
+    length = max(len(s) for s in sources)
+    length = -(-length // self.length_multiple) * self.length_multiple
+    rows = len(sources) if batch_size is None else batch_size
+    inputs = np.zeros([rows, length], np.int32)
+    max_lengths = np.ones([rows], np.int32)  # padding rows: [EOS] -> stop after one step
+    inputs[:, 0] = EOS_ID
+    for i, source in enumerate(sources):
+      inputs[i, :] = 0
+      inputs[i, :len(source)] = source
+      max_lengths[i] = len(source) + self.extra_length
+    ids, scores = self._decode(tf.constant(inputs), tf.constant(max_lengths))
+    ids, scores = ids.numpy()[:len(sources), 0], scores.numpy()[:len(sources), 0]  # best beam
+    return [_until_eos(row) for row in ids], [float(s) for s in scores]
+
+  def translate(self, lines, batch_size=32, progress=None):
+    """Translates lines -> (texts, scores), in input order. Empty lines give "" (score 0).
+
+    Lines are decoded in batches of `batch_size`, longest first (similar lengths together, and
+    the slowest batch is found early). `progress(n)` is called after each batch with the number
+    of lines done. Lines longer than max_input_length tokens are cut (see `encode`).
+    """
+    encoded = self.encode(lines)
+    return self.translate_encoded(encoded, batch_size, progress)
+
+  def translate_encoded(self, encoded, batch_size=32, progress=None):
+    texts, scores = [""] * len(encoded.ids), [0.0] * len(encoded.ids)
+    order = sorted((i for i, ids in enumerate(encoded.ids) if ids),
+                   key=lambda i: -len(encoded.ids[i]))
+    for start in range(0, len(order), batch_size):
+      chunk = order[start:start + batch_size]
+      pad_to = batch_size if self.jit_compile else None  # one batch shape for XLA
+      outputs, chunk_scores = self.translate_ids_batch([encoded.ids[i] for i in chunk], pad_to)
+      for i, output, score in zip(chunk, outputs, chunk_scores):
+        texts[i] = self.tokenizer.decode(output)
+        scores[i] = score
+      if progress:
+        progress(len(chunk))
+    return texts, scores
+
+
+def _until_eos(row):
+  """Output ids up to (not including) the first EOS, without padding."""
+  out = []
+  for token in row:
+    if token == EOS_ID:
+      break
+    if token != PAD_ID:
+      out.append(int(token))
+  return out
+
+
+def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
+              extra_length=None, batch_size=32):
+  """Translates `sentences` with the model in model_dir -> (texts, scores), in order.
+
+  beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
+  4, 0.6, 50). Scores are the length-penalised log-probabilities of the outputs (beam 1:
+  log-probabilities). Builds the model each call: use `Translator.from_model_dir` for many calls.
+  """
+  if isinstance(sentences, str):
+    raise DecodingError("translate() takes a list of sentences, got one string")
+  translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
+                                         alpha=alpha, extra_length=extra_length)
+  return translator.translate(list(sentences), batch_size=batch_size)

@@ -46,8 +46,12 @@ class SharedEmbedding(keras.layers.Layer):
 
   def logits(self, x):
     """[B, T, D] -> float32 [B, T, V]: the pre-softmax projection with the same matrix."""
-    logits = tf.einsum("btd,vd->btv", x, tf.cast(self.embeddings, x.dtype))
-    return tf.cast(logits, tf.float32)
+    # A flat [B*T, D] x [D, V] matmul: the matrix gradient is then one matmul, where einsum's
+    # "btv,btd->vd" made XLA transpose the whole [B, T, V] gradient first (seconds on CPU).
+    flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
+    logits = tf.matmul(flat, tf.cast(self.embeddings, x.dtype), transpose_b=True)  # [B*T, V]
+    logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
+    return tf.cast(logits, tf.float32)  # [B, T, V]
 
   def get_config(self):
     config = super().get_config()

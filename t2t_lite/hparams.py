@@ -9,8 +9,6 @@ import json
 import typing
 from typing import Optional
 
-import tensorflow as tf
-
 
 class HParamsError(ValueError):
   """A bad override or an inconsistent set of hyperparameters (one-line message)."""
@@ -93,11 +91,13 @@ class HParams:
 
   def save(self, path):
     """Writes hparams.json; `path` may be any tf.io.gfile path (local, gs://, ram://)."""
+    import tensorflow as tf  # Imported here so that `import t2t_lite` stays light for the CLIs.
     with tf.io.gfile.GFile(path, "w") as f:
       f.write(self.to_json())
 
   @classmethod
   def load(cls, path):
+    import tensorflow as tf
     with tf.io.gfile.GFile(path) as f:
       return cls.from_json(f.read())
 

@@ -1,6 +1,6 @@
 """Constituency trees: Penn Treebank reading, linearization, repair and EVALB bracket scoring.
 
-Pure Python (no TensorFlow), so it can be used from a notebook or a scoring script.
+Standard library only (no TensorFlow here), so it serves notebooks and scoring scripts too.
 
 Normalisation (applied to every tree that is read, gold or predicted; idempotent):
   * the treebank's outer wrapper `( (S ...) )`, `(TOP ...)` or `(ROOT ...)` around ONE tree is

@@ -125,7 +125,8 @@ class Problem:
     """
     if self.is_prepared(data_dir):
       manifest = self.manifest(data_dir)
-      if manifest["settings"] != self.settings() or manifest["problem"] != self.name:
+      if (manifest["problem"], manifest["format"], manifest["settings"]) != (
+          self.name, _FORMAT_VERSION, self.settings()):
         raise ProblemError(
             f"{data_dir} holds {manifest['problem']} data prepared with {manifest['settings']}, "
             f"not {self.name} with {self.settings()}; use another --data_dir")

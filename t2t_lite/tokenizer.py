@@ -54,14 +54,32 @@ def _truncate_tensor(ids):
   return tf.ragged.boolean_mask(ids, before_eos & tf.not_equal(ids, PAD_ID))
 
 
-def _as_batch(strings):
-  """tf.string scalar or [B] -> ([B], was_scalar)."""
-  strings = tf.convert_to_tensor(strings, tf.string)
-  return tf.reshape(strings, [-1]), strings.shape.rank == 0
+class _Tokenizer(tf.Module):
+  """Shared in-graph API; subclasses implement `_tokenize` and `_detokenize` on batches."""
+
+  def tokenize(self, strings, add_eos=False):
+    """tf.string [B] -> int32 ragged [B, (T)]; a scalar string -> int32 [T]."""
+    strings = tf.convert_to_tensor(strings, tf.string)
+    ids = self._tokenize(tf.reshape(strings, [-1]), add_eos)  # [B, (T)]
+    return ids[0] if strings.shape.rank == 0 else ids
+
+  def detokenize(self, ids):
+    """int [B, T] (dense or ragged) -> tf.string [B]; int [T] -> a scalar string.
+
+    Ids from the first EOS on, and PAD anywhere, are ignored."""
+    if not isinstance(ids, tf.RaggedTensor):
+      ids = tf.convert_to_tensor(ids)
+    if ids.shape.rank == 1:
+      return self._detokenize(_truncate_tensor(ids[tf.newaxis]))[0]
+    return self._detokenize(_truncate_tensor(ids))  # [B]
+
+  def encode_batch(self, texts, add_eos=False):
+    """list[str] -> list[list[int]]."""
+    return [self.encode(text, add_eos) for text in texts]
 
 
-class SentencePieceTokenizer(tf.Module):
-  """A trained SentencePiece model; `tokenize` / `detokenize` are graph ops (tf-text)."""
+class SentencePieceTokenizer(_Tokenizer):
+  """A trained SentencePiece model; in-graph ops are tf-text's, built from the same proto."""
 
   def __init__(self, model_proto, name=None):
     super().__init__(name=name)
@@ -86,29 +104,20 @@ class SentencePieceTokenizer(tf.Module):
     return self._sp.encode(text, add_eos=add_eos)
 
   def encode_batch(self, texts, add_eos=False):
-    """Many strings at once (multi-threaded C++): list[str] -> list[list[int]]."""
+    """Many strings at once, multi-threaded."""
     return self._sp.encode(list(texts), add_eos=add_eos, num_threads=0)
 
   def decode(self, ids):
     return self._sp.decode(_truncate(ids))
 
-  def tokenize(self, strings, add_eos=False):
-    """tf.string [B] -> int32 ragged [B, (T)]; a scalar string -> int32 [T]."""
-    batch, scalar = _as_batch(strings)
-    ids = (self._tf_sp_eos if add_eos else self._tf_sp).tokenize(batch)  # [B, (T)]
-    return ids[0] if scalar else ids
+  def _tokenize(self, strings, add_eos):
+    return (self._tf_sp_eos if add_eos else self._tf_sp).tokenize(strings)
 
-  def detokenize(self, ids):
-    """int32 [B, T] (dense or ragged) -> tf.string [B]; int32 [T] -> scalar string."""
-    ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
-    scalar = ids.shape.rank == 1
-    if scalar:
-      ids = ids[tf.newaxis]
-    text = self._tf_sp.detokenize(_truncate_tensor(ids))  # [B]
-    return text[0] if scalar else text
+  def _detokenize(self, ids):
+    return self._tf_sp.detokenize(ids)
 
 
-class WordTokenizer(tf.Module):
+class WordTokenizer(_Tokenizer):
   """A fixed word list; words are separated by single spaces. Unknown words map to UNK."""
 
   def __init__(self, words, name=None):
@@ -131,31 +140,19 @@ class WordTokenizer(tf.Module):
     ids = [self._ids.get(w, UNK_ID) for w in text.split()]
     return ids + [EOS_ID] if add_eos else ids
 
-  def encode_batch(self, texts, add_eos=False):
-    return [self.encode(t, add_eos) for t in texts]
-
   def decode(self, ids):
     return " ".join(self.vocabulary[i] for i in _truncate(ids))
 
-  def tokenize(self, strings, add_eos=False):
-    """tf.string [B] -> int32 ragged [B, (T)]; a scalar string -> int32 [T]."""
-    batch, scalar = _as_batch(strings)
-    words = tf.strings.split(batch)  # [B, (T)]
-    ids = tf.ragged.map_flat_values(self._table.lookup, words)
+  def _tokenize(self, strings, add_eos):
+    ids = tf.ragged.map_flat_values(self._table.lookup, tf.strings.split(strings))  # [B, (T)]
     if add_eos:
-      eos = tf.fill([tf.shape(batch)[0], 1], EOS_ID)
+      eos = tf.fill([tf.shape(strings)[0], 1], EOS_ID)
       ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
-    return ids[0] if scalar else ids
+    return ids
 
-  def detokenize(self, ids):
-    """int32 [B, T] (dense or ragged) -> tf.string [B]; int32 [T] -> scalar string."""
-    ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
-    scalar = ids.shape.rank == 1
-    if scalar:
-      ids = ids[tf.newaxis]
-    words = tf.ragged.map_flat_values(tf.gather, self._words, _truncate_tensor(ids))
-    text = tf.strings.reduce_join(words, axis=-1, separator=" ")  # [B]
-    return text[0] if scalar else text
+  def _detokenize(self, ids):
+    words = tf.ragged.map_flat_values(tf.gather, self._words, ids)  # [B, (T)]
+    return tf.strings.reduce_join(words, axis=-1, separator=" ")
 
 
 def train_sentencepiece(texts, path, vocab_size, model_type="bpe", max_sentences=None):

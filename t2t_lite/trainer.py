@@ -42,6 +42,7 @@ from tensorflow.core.framework import summary_pb2
 
 from t2t_lite import losses, optimization
 from t2t_lite.hparams import HParams
+from t2t_lite.transformer import build_model
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,9 @@ class TrainConfig:
   grad_accum_steps: int = 1
   seed: int = 1
   steps_per_execution: int = 0  # Optimizer steps per host call; 0 = auto (1, 100 on TPU).
-  static_shapes: Optional[bool] = None  # None = on for TPU only.
+  static_shapes: Optional[bool] = None  # None = on for TPU and XLA (bounds recompilations).
   log_every: int = 100
+  train_minutes: Optional[float] = None  # Also stop (and save) after this wall-clock time.
 
   def __post_init__(self):
     if self.strategy not in STRATEGIES:
@@ -118,14 +120,15 @@ def make_strategy(name="auto", tpu=None):
 
 
 def _is_chief(strategy):
-  """Only the chief writes model_dir files; other workers save checkpoints to a temp dir."""
+  """Only the chief (or worker 0 when there is none) writes model_dir; the other workers of a
+  MultiWorkerMirroredStrategy save their (identical) checkpoints to a temp dir they delete."""
   resolver = getattr(strategy, "cluster_resolver", None)
-  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
     return True
-  task_type, task_id = resolver.task_type, resolver.task_id
-  return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0
-                                                       and "chief" not in resolver.cluster_spec()
-                                                       .as_dict())
+  if resolver.task_type in (None, "chief"):
+    return True
+  has_chief = "chief" in resolver.cluster_spec().as_dict()
+  return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
 # --------------------------------------------------------------------------- model_dir files
@@ -212,7 +215,9 @@ class Trainer:
           f"{accum} accumulation steps) = {self.micro_batch_tokens} tokens per micro-batch, "
           f"less than max_length={hparams.max_length}: raise batch_size or lower "
           f"grad_accum_steps / max_length")
-    self.static_shapes = self.is_tpu if config.static_shapes is None else config.static_shapes
+    # XLA compiles once per input shape: bucket-padded batches keep that to one per bucket.
+    self.static_shapes = ((self.is_tpu or config.xla) if config.static_shapes is None
+                          else config.static_shapes)
     self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
     self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
                          grad_accum_steps=accum, num_replicas=self.num_replicas,
@@ -223,7 +228,6 @@ class Trainer:
     keras.mixed_precision.set_global_policy(PRECISIONS[config.mixed_precision])
     try:
       with strategy.scope():
-        from t2t_lite.transformer import build_model
         self.model = build_model(hparams, vocab_size)
         optimizer = optimization.make_optimizer(hparams)
         if config.mixed_precision == "fp16":
@@ -235,14 +239,20 @@ class Trainer:
     self.schedule = optimization.TransformerSchedule(
         hparams.d_model, hparams.warmup_steps, hparams.learning_rate)
 
-    self.train_dataset = strategy.distribute_datasets_from_function(self._train_dataset_fn)
-    with strategy.scope():
-      self.train_iterator = iter(self.train_dataset)
+    # The input position is saved with the checkpoint: a plain tf.data iterator per worker
+    # (checkpointable) feeds this worker's replicas. TPU input must be a distributed dataset,
+    # whose iterator cannot be saved: it skips the batches consumed before a resume instead.
+    self.input_context = _input_context(strategy)
+    self.local_replicas = self.num_replicas // self.input_context.num_input_pipelines
+    if self.is_tpu:
+      self.train_iterator = None  # Made in restore(), once the step is known.
+    else:
+      self.train_iterator = iter(self._train_dataset_fn(self.input_context))
     # Dropout seed states: keras layers hold them as non-trainable variables that
     # tf.train.Checkpoint does not reach through the layers, so they are listed here.
     rng = [v.value for v in self.model.non_trainable_variables]
     objects = dict(model=self.model, optimizer=self.optimizer, rng=rng)
-    if not self.is_tpu:  # TPU input iterators cannot be saved.
+    if self.train_iterator is not None:
       objects["train_iterator"] = self.train_iterator
     self.checkpoint = tf.train.Checkpoint(**objects)
     directory = config.model_dir if self.is_chief else _worker_temp_dir(config.model_dir,
@@ -263,7 +273,7 @@ class Trainer:
     ds = self.problem.dataset(
         "dev", self.data_dir, self.hparams, training=False,
         batch_tokens=self.micro_batch_tokens, input_context=input_context,
-        static_shapes=self.static_shapes)
+        static_shapes=self.is_tpu)  # Evaluation is not XLA-compiled: keep partial batches.
     return ds.take(self.config.eval_steps)
 
   @property
@@ -317,15 +327,29 @@ class Trainer:
       return loss_sum, count, grad_norm
 
     accum = self.config.grad_accum_steps
-    strategy = self.strategy
+    strategy, local_replicas, is_tpu = self.strategy, self.local_replicas, self.is_tpu
+
+    def next_batches(iterator):
+      """-> per replica, a tuple of grad_accum_steps micro-batches."""
+      if is_tpu:  # A distributed iterator: each next() gives every replica one batch.
+        return tuple(next(iterator) for _ in range(accum))
+      elements = [next(iterator) for _ in range(local_replicas * accum)]
+
+      def replica_batches(context):  # Replica r takes elements r*accum ... r*accum+accum-1.
+        r = context.replica_id_in_sync_group % local_replicas
+        return tuple(elements[r * accum:(r + 1) * accum])
+
+      if local_replicas == 1 and not isinstance(
+          strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return tuple(elements)
+      return strategy.experimental_distribute_values_from_function(replica_batches)
 
     @tf.function
     def train_fn(iterator, num_steps):
       loss_sum, count = tf.constant(0.0), tf.constant(0.0)
       grad_norm = tf.constant(0.0)
       for _ in tf.range(num_steps):
-        batches = tuple(next(iterator) for _ in range(accum))
-        l, c, n = strategy.run(replica_step, args=(batches,))
+        l, c, n = strategy.run(replica_step, args=(next_batches(iterator),))
         # Every replica holds the same all-reduced values.
         loss_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, l, axis=None)
         count += strategy.reduce(tf.distribute.ReduceOp.MEAN, c, axis=None)
@@ -342,7 +366,7 @@ class Trainer:
     return float(loss_sum) / max(count, 1.0), count, float(grad_norm)
 
   # ------------------------------------------------------------------ evaluation
-  def _make_eval_fn(self):
+  def _make_eval_fn(self, element_spec):
     model, strategy = self.model, self.strategy
 
     def replica_eval(batch):
@@ -351,7 +375,7 @@ class Trainer:
       correct, _ = losses.token_accuracy(logits, batch["targets"])
       return ce_sum, correct, count
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(input_signature=[element_spec], autograph=False)  # one trace for all shapes
     def eval_fn(batch):
       values = strategy.run(replica_eval, args=(batch,))
       return [strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in values]
@@ -361,9 +385,9 @@ class Trainer:
   def evaluate(self):
     """Loss (unsmoothed cross entropy per target token), perplexity and token accuracy on at
     most eval_steps batches (per replica) of the dev split, plus metric_fn's metrics."""
-    if self._eval_fn is None:
-      self._eval_fn = self._make_eval_fn()
     dataset = self.strategy.distribute_datasets_from_function(self._eval_dataset_fn)
+    if self._eval_fn is None:
+      self._eval_fn = self._make_eval_fn(dataset.element_spec)
     ce_sum = correct = count = 0.0
     for batch in dataset:
       c, k, n = self._eval_fn(batch)
@@ -381,10 +405,17 @@ class Trainer:
   def restore(self):
     """Restores the latest checkpoint of model_dir, if any -> the step restored (0 if none)."""
     latest = tf.train.latest_checkpoint(self.config.model_dir)
-    if latest is None:
-      return 0
-    self.checkpoint.restore(latest).assert_existing_objects_matched()
-    self.log(f"restored {latest} (step {self.step})")
+    if latest is not None:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      self.log(f"restored {latest} (step {self.step})")
+    if self.is_tpu:
+      # Each step took grad_accum_steps batches per replica of this host's pipeline.
+      skip = self.step * self.local_replicas * self.config.grad_accum_steps
+
+      def dataset_fn(context):
+        return self._train_dataset_fn(context).skip(skip)
+
+      self.train_iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
     return self.step
 
   def save(self):
@@ -412,7 +443,7 @@ class Trainer:
              f"{self.num_replicas} x {config.grad_accum_steps} micro-batches of "
              f"{self.micro_batch_tokens}; step {start} -> {config.train_steps}")
     history, eval_metrics = [], None
-    last_save = time.time()
+    last_save = run_start = time.time()
     window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
     step = start
     while step < config.train_steps:
@@ -451,9 +482,12 @@ class Trainer:
           with writers["eval"].as_default(step=step):
             for name, value in eval_metrics.items():
               _scalar(name, value)
+      if config.train_minutes and time.time() - run_start >= config.train_minutes * 60:
+        self.log(f"stopping at step {step}: the {config.train_minutes} minute budget is spent")
+        break
       if time.time() - last_save >= config.checkpoint_every_minutes * 60:
         self.save()
-        last_save = time.time()
+        last_save = run_start = time.time()
     if self.manager.latest_checkpoint is None or self.step != _checkpoint_step(
         self.manager.latest_checkpoint):
       self.save()
@@ -481,6 +515,19 @@ def _scalar(name, value):
   tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
 
 
+def _input_context(strategy):
+  """This worker's share of the input: one pipeline per worker (MultiWorkerMirroredStrategy),
+  else one for all."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+    return tf.distribute.InputContext(1, 0, strategy.num_replicas_in_sync)
+  cluster = resolver.cluster_spec().as_dict()
+  num_chiefs = len(cluster.get("chief", []))
+  num_workers = num_chiefs + len(cluster.get("worker", []))
+  index = 0 if resolver.task_type == "chief" else resolver.task_id + num_chiefs
+  return tf.distribute.InputContext(num_workers, index, strategy.num_replicas_in_sync)
+
+
 def _checkpoint_step(path):
   return int(path.rsplit("-", 1)[-1])
 
@@ -493,6 +540,35 @@ def _worker_temp_dir(model_dir, strategy):
 def _hms(seconds):
   seconds = int(max(seconds, 0))
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=32):
+  """-> metric_fn(model): the problem's own metric (BLEU, bracket F1, accuracy) on the first
+  `num_examples` dev pairs, decoded with the problem's beam search settings; None when
+  num_examples is 0 or data_dir keeps no dev text."""
+  from t2t_lite import decoding, metrics
+  from t2t_lite.problem import ProblemError
+  if not num_examples:
+    return None
+  try:
+    pairs = problem.text_pairs("dev", data_dir)[:num_examples]
+  except ProblemError:
+    return None
+  sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+  settings = problem.decode_settings(hparams)
+  translators = {}
+
+  def metric_fn(model):
+    if id(model) not in translators:  # One compiled decoder per model, reused every eval.
+      translators[id(model)] = decoding.Translator(
+          model, problem.tokenizer(data_dir), beam_size=settings["beam_size"],
+          alpha=settings["alpha"], extra_length=settings["extra_decode_length"])
+    hypotheses, _ = translators[id(model)].translate(sources, batch_size)
+    scores = metrics.score(problem, sources, hypotheses, references)
+    return {f"dev_{name}": value for name, value in scores.items()
+            if isinstance(value, (int, float))}
+
+  return metric_fn
 
 
 def train(problem, hparams, data_dir, config, vocab_size, run_info=None, metric_fn=None,

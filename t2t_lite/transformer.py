@@ -107,7 +107,7 @@ class DecoderLayer(_Block):
       norm.build(input_shape)
 
   def call(self, x, memory, self_bias, memory_bias, cache=None, decode_index=None,
-           training=None, return_attention=False):
+           training=None, return_attention=False, cache_rows=None):
     """x [B, T, D], memory [B, S, D] -> [B, T, D].
 
     When decoding one step at a time, T = 1 and `cache` holds this layer's "k", "v" [B, L, H, *]
@@ -122,7 +122,8 @@ class DecoderLayer(_Block):
         x, self.norm1,
         lambda y: self.self_attention(y, bias=self_bias, cache=self_cache,
                                       decode_index=decode_index, training=training,
-                                      return_attention=return_attention), training)
+                                      return_attention=return_attention,
+                                      cache_rows=cache_rows), training)
     x, cross_extra = self._sublayer(
         x, self.norm2,
         lambda y: self.cross_attention(y, memory, bias=memory_bias, cache=memory_cache,
@@ -253,15 +254,19 @@ class Transformer(keras.Model):
           "memory_k": memory_k, "memory_v": memory_v})
     return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
 
-  def decode_step(self, ids, index, cache):
-    """ids int [B]: the token at position index-1 (0 at index 0) -> (logits [B, V], cache)."""
+  def decode_step(self, ids, index, cache, cache_rows=None):
+    """ids int [B]: the token at position index-1 (0 at index 0) -> (logits [B, V], cache).
+
+    cache_rows: optional int [B, L] from beam search without cache reordering: row b reads its
+    self-attention keys/values of slot t from cache row cache_rows[b, t] (see beam_search.py).
+    """
     x = self._embed(ids[:, None], "decoder", training=False, start=index)  # [B, 1, D]
     cache_length = tf.shape(cache["layers"][0]["k"])[1]
     self_bias = cache_bias(index, cache_length)  # [1, 1, 1, L]
     new_layers = []
     for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
       x, layer_cache = layer(x, None, self_bias, cache["memory_bias"], cache=layer_cache,
-                             decode_index=index, training=False)
+                             decode_index=index, training=False, cache_rows=cache_rows)
       new_layers.append(layer_cache)
     logits = self.embedding.logits(self._final_norm(x, "decoder"))[:, 0]  # [B, V]
     return logits, dict(cache, layers=new_layers)

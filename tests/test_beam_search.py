@@ -252,6 +252,39 @@ def test_xla_matches_eager():
       assert eager_scores[b, k] == pytest.approx(model.score(b, eager_seqs[b, k], 0.6), abs=1e-4)
 
 
+class RowsTableModel(TableModel):
+  """The same table, for beam_search(reorder_cache=False): the cache is never reordered, so the
+  token before the previous one is read from the row `rows` names (as the Transformer's
+  keys/values are); reading one's own row instead would give other outputs."""
+
+  def cache(self):
+    return {"sentence": tf.range(self.batch), "written": tf.zeros([self.batch, self.length],
+                                                                   tf.int32)}
+
+  def __call__(self, ids, index, cache, rows):
+    self.calls.assign_add(1)
+    # Slot t holds the token at position t - 1; row n writes its slot `index`.
+    written = tf.where(tf.range(self.length) == index, ids[:, None], cache["written"])
+    previous_slot = tf.maximum(index - 1, 0)
+    prev2 = tf.gather_nd(written, tf.stack([rows[:, previous_slot],
+                                            tf.fill(tf.shape(ids), previous_slot)], 1))
+    prev2 = tf.where(index > 0, prev2, 0)
+    rows_ = tf.stack([cache["sentence"], tf.fill(tf.shape(ids), index), prev2, ids], 1)
+    logits = tf.gather_nd(tf.constant(self.table), rows_)
+    return logits, {"sentence": cache["sentence"], "written": written}
+
+
+def test_unreordered_cache_read_through_rows_gives_the_same_search():
+  rule = random_rule(11, 6)
+  reordered = TableModel(rule, batch=3, length=9, vocab=6)
+  through_rows = RowsTableModel(rule, batch=3, length=9, vocab=6)
+  expected = search(reordered, beam_size=3, alpha=0.6, max_lengths=tf.constant([4, 9, 6]))
+  seqs, scores = search(through_rows, beam_size=3, alpha=0.6, max_lengths=tf.constant([4, 9, 6]),
+                        reorder_cache=False)
+  np.testing.assert_array_equal(seqs, expected[0])
+  np.testing.assert_allclose(scores, expected[1], rtol=1e-6)
+
+
 def test_length_penalty_values():
   assert float(length_penalty(1, 0.6)) == pytest.approx(1.0)
   assert float(length_penalty(7, 1.0)) == pytest.approx(2.0)

@@ -18,7 +18,7 @@ def ptb_trees(ptb_dir):
   return trees
 
 
-# --- Reading and normalisation -------------------------------------------------------------------
+# --- Reading and normalisation --------------------------------------------------------------------
 
 def test_normalisation_removes_empty_elements_function_tags_and_wrapper():
   raw = """( (S
@@ -42,8 +42,8 @@ def test_ptb_sample_reads_every_tree(ptb_trees):
   assert len(trees) == 3669  # Top-level brackets in wsj_0001.mrg .. wsj_0199.mrg.
   assert str(trees[0]) == (
       "(S (NP (NP (NNP Pierre) (NNP Vinken)) (, ,) (ADJP (NP (CD 61) (NNS years)) (JJ old)) (, ,))"
-      " (VP (MD will) (VP (VB join) (NP (DT the) (NN board)) (PP (IN as) (NP (DT a) (JJ nonexecutive)"
-      " (NN director))) (NP (NNP Nov.) (CD 29)))) (. .))")
+      " (VP (MD will) (VP (VB join) (NP (DT the) (NN board)) (PP (IN as) (NP (DT a)"
+      " (JJ nonexecutive) (NN director))) (NP (NNP Nov.) (CD 29)))) (. .))")
   labels = {event[1] for tree in trees for event in parsing._events(tree) if event[0] == "open"}
   assert not any("-" in label or "=" in label or "|" in label for label in labels)
   tags = {event[1] for tree in trees for event in parsing._events(tree) if event[0] == "leaf"}
@@ -68,10 +68,11 @@ def test_malformed_tree_names_file_and_line(text, line, message):
   assert "\n" not in str(error.value)
 
 
-# --- Linearization and exact round trip ----------------------------------------------------------
+# --- Linearization and exact round trip -----------------------------------------------------------
 
 def test_linearization_of_a_small_tree():
-  source, target = parsing.tree_to_example("( (S (NP-SBJ (DT The) (NN dog)) (VP (VBD barked)) (. .)) )")
+  source, target = parsing.tree_to_example(
+      "( (S (NP-SBJ (DT The) (NN dog)) (VP (VBD barked)) (. .)) )")
   assert source == SENTENCE
   assert target == "(S (NP DT NN )NP (VP VBD )VP . )S"
   assert parsing.example_to_tree(source, target) == GOLD
@@ -86,7 +87,7 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
     assert parsing.normalize_tree(normalised) == normalised  # Normalisation is idempotent.
 
 
-# --- Repair ----------------------------------------------------------------------------------------
+# --- Repair ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("target, expected", [
     # Well formed, and with wrong closing labels: the opening label wins.
@@ -143,7 +144,7 @@ def test_repair_rejects_a_source_it_cannot_hold():
     parsing.example_to_tree("a ( b", "(S NN NN NN )S")
 
 
-# --- EVALB scoring ---------------------------------------------------------------------------------
+# --- EVALB scoring --------------------------------------------------------------------------------
 
 def test_gold_against_gold_scores_100(ptb_trees):
   trees = [str(tree) for tree in ptb_trees]
@@ -223,7 +224,7 @@ def test_scorer_rejects_different_words_and_lengths():
     parsing.bracket_f1([GOLD], [GOLD + ")"])
 
 
-# --- The wsj_parsing problem -----------------------------------------------------------------------
+# --- The wsj_parsing problem ----------------------------------------------------------------------
 
 def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite

@@ -1,0 +1,112 @@
+"""Beam-search decoding speed: cached vs uncached, XLA on / off, batch 1 and 32. ONE JSON line.
+
+The paper's decoding settings (beam 4, alpha 0.6, max output = input length + 50) on a
+transformer_base-size model (random weights, float32) with a 32k vocabulary; every source
+sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_length = L), so
+every hypothesis runs to the maximum length, 82 tokens: random weights would otherwise stop at
+arbitrary points, and the number of steps would not be comparable between runs or programs.
+
+  cached    model.decode_step: self-attention keys/values cached per layer in static-size
+            [B*K, L, ...] buffers (masked), encoder keys/values projected once;
+  uncached  model.decode over the whole prefix at every step (the growing prefix without XLA;
+            the fixed-size [B*K, L] buffer with XLA, which needs static shapes).
+
+Each configuration is traced / compiled and run once untimed (same shapes), then timed over
+`--rounds` runs; the best run is kept (the machine is shared: other load only slows a run).
+The uncached batch-32 runs take many minutes: they are run once, and that first call, with
+its tracing / XLA compilation, is what is reported ("includes_compilation": true).
+sentences/s = batch / seconds; tokens/s counts the generated tokens of the K * B hypotheses
+(B * K * 82 per run; divide by K for the returned translations).
+
+Target (issue 5): cached, batch 32: >= 2.15 sentences/s, half of CTranslate2 fp32's ~4.3 on
+this machine. The uncached batch-32 runs take minutes; `--quick` skips them.
+
+  python bench/decode_speed.py            # all 8 configurations
+  python bench/decode_speed.py --quick    # cached only, plus uncached at batch 1
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import t2t_lite  # noqa: E402
+from t2t_lite.decoding import translate_ids  # noqa: E402
+
+VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
+TARGET_SENTENCES_PER_SECOND = 2.15
+
+
+def time_config(model, batch, cached, xla, rounds):
+  rng = np.random.default_rng(batch)
+  inputs = rng.integers(3, VOCAB_SIZE, [batch, SOURCE_LENGTH]).astype(np.int32)
+  inputs[:, -1] = 1  # EOS
+  inputs = tf.constant(inputs)
+  max_length = SOURCE_LENGTH + EXTRA_LENGTH
+
+  @tf.function(jit_compile=xla)
+  def decode(inputs):
+    return translate_ids(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA,
+                         extra_length=EXTRA_LENGTH, cached=cached, static_shapes=xla,
+                         min_length=max_length)
+
+  start = time.perf_counter()
+  ids, _ = decode(inputs)
+  first = time.perf_counter() - start
+  assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
+  assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
+  times = []
+  for _ in range(rounds):
+    start = time.perf_counter()
+    decode(inputs)[0].numpy()
+    times.append(time.perf_counter() - start)
+  best = min(times) if times else first  # rounds=0: the first call, tracing/compiling included
+  return {"batch": batch, "cached": cached, "xla": xla, "seconds": round(best, 3),
+          "first_call_seconds": round(first, 1), "rounds": rounds,
+          "includes_compilation": not times,
+          "sentences_per_second": round(batch / best, 3),
+          "tokens_per_second": round(batch * BEAM_SIZE * max_length / best, 1)}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="skip the uncached batch-32 runs (minutes each)")
+  parser.add_argument("--rounds", type=int, default=2, help="timed runs per configuration")
+  args = parser.parse_args()
+
+  keras.utils.set_random_seed(0)
+  hparams = t2t_lite.get_hparams("transformer_base")
+  model = t2t_lite.build_model(hparams, VOCAB_SIZE)
+  load_before = os.getloadavg()[0]
+  results = []
+  for batch in (32, 1):
+    for cached in (True, False):
+      if args.quick and not cached and batch > 1:
+        continue
+      for xla in (True, False):
+        # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
+        results.append(time_config(model, batch, cached, xla,
+                                   args.rounds if cached or batch == 1 else 0))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+  best_cached_32 = max(r["sentences_per_second"] for r in results
+                       if r["cached"] and r["batch"] == 32)
+  print(json.dumps({
+      "benchmark": "decode_speed", "model": "transformer_base", "vocab_size": VOCAB_SIZE,
+      "source_length": SOURCE_LENGTH, "output_length": SOURCE_LENGTH + EXTRA_LENGTH,
+      "beam_size": BEAM_SIZE, "alpha": ALPHA, "results": results,
+      "cached_batch32_sentences_per_second": best_cached_32,
+      "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
+      "meets_target": best_cached_32 >= TARGET_SENTENCES_PER_SECOND,
+      "load_average_before": round(load_before, 2),
+      "load_average_after": round(os.getloadavg()[0], 2)}))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,129 @@
+"""t2t-lite-attention: the paper's attention pictures (figures 3-5) for your own sentence.
+
+  t2t-lite-attention --model_dir=runs/ende --text="The law will never be perfect." \\
+      --output_dir=attention/
+
+Translates --text (or takes --target as the output), runs the model once over (source, output)
+and writes one PNG heatmap per layer and head for each of the three kinds of attention:
+  encoder_self_layer<l>_head<h>.png     source tokens x source tokens
+  decoder_self_layer<l>_head<h>.png     output tokens x output tokens (masked: lower triangle)
+  encoder_decoder_layer<l>_head<h>.png  output tokens (rows) x source tokens (columns)
+Rows are the attending positions (queries), columns the attended ones (keys). A decoder row
+is labelled with the token that position predicts; the decoder reads the previous one.
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from t2t_lite import decoding  # noqa: E402
+from t2t_lite.hparams import HParamsError  # noqa: E402
+from t2t_lite.problem import ProblemError  # noqa: E402
+from t2t_lite.registry import RegistryError  # noqa: E402
+from t2t_lite.tokenizer import EOS_ID  # noqa: E402
+
+KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
+
+
+def token_labels(tokenizer, ids):
+  """One printable label per id: the token's text, "</s>" for EOS."""
+  return ["</s>" if i == EOS_ID else (tokenizer.decode([i]) or f"#{i}") for i in ids]
+
+
+def plot_heatmap(weights, row_labels, column_labels, title, path):
+  """weights [rows, columns] -> a PNG at `path` (any tf.io.gfile path)."""
+  rows, columns = weights.shape
+  size = (max(4.0, 0.35 * columns + 2.0), max(3.5, 0.35 * rows + 1.5))
+  figure, axes = plt.subplots(figsize=size)
+  image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+  axes.set_xticks(range(columns), column_labels, rotation=90, fontsize=8)
+  axes.set_yticks(range(rows), row_labels, fontsize=8)
+  axes.set_title(title, fontsize=9)
+  figure.colorbar(image, ax=axes, fraction=0.04)
+  figure.tight_layout()
+  local = path if "://" not in path else None
+  if local:
+    figure.savefig(local, dpi=100)
+  else:
+    import io
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    with tf.io.gfile.GFile(path, "wb") as f:
+      f.write(buffer.getvalue())
+  plt.close(figure)
+
+
+def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_dir):
+  """Writes every layer's and head's heatmaps for one (source, target) pair; returns the paths.
+
+  source_ids / target_ids: lists of ids, each ending in EOS.
+  """
+  maps = model.attention_maps(tf.constant([source_ids], tf.int32),
+                              tf.constant([target_ids], tf.int32))
+  source_labels = token_labels(tokenizer, source_ids)
+  target_labels = token_labels(tokenizer, target_ids)
+  axes = {"encoder_self": (source_labels, source_labels),
+          "decoder_self": (target_labels, target_labels),
+          "encoder_decoder": (target_labels, source_labels)}
+  tf.io.gfile.makedirs(output_dir)
+  paths = []
+  for kind in KINDS:
+    rows, columns = axes[kind]
+    for layer, weights in enumerate(maps[kind]):
+      weights = np.asarray(weights)[0]  # [H, T_q, T_k]
+      for head in range(weights.shape[0]):
+        path = os.path.join(output_dir, f"{kind}_layer{layer}_head{head}.png")
+        plot_heatmap(weights[head], rows, columns,
+                     f"{kind.replace('_', '-')} attention, layer {layer}, head {head}", path)
+        paths.append(path)
+  return paths
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog="t2t-lite-attention", description=__doc__.split("\n")[0])
+  parser.add_argument("--model_dir", required=True, help="a t2t-lite-train model_dir")
+  parser.add_argument("--checkpoint_path", default=None, help="default: the latest in model_dir")
+  parser.add_argument("--text", required=True, help="the source sentence")
+  parser.add_argument("--target", default=None,
+                      help="the output to show (default: the model's own translation)")
+  parser.add_argument("--output_dir", required=True, help="where the PNG files go")
+  parser.add_argument("--beam_size", type=int, default=None)
+  parser.add_argument("--alpha", type=float, default=None)
+  args = parser.parse_args(argv)
+  if not args.text.strip():
+    print("t2t-lite-attention: error: --text is empty", file=sys.stderr)
+    return 2
+  try:
+    translator = decoding.Translator.from_model_dir(
+        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha)
+  except (decoding.DecodingError, HParamsError, ProblemError, RegistryError) as e:
+    print(f"t2t-lite-attention: error: {e}", file=sys.stderr)
+    return 2
+  tokenizer = translator.tokenizer
+  encoded = translator.encode([args.text])
+  if encoded.truncated:
+    print(f"t2t-lite-attention: warning: --text is longer than {translator.max_input_length} "
+          "tokens: truncated", file=sys.stderr)
+  source_ids = encoded.ids[0]
+  if args.target is None:
+    (target,), _ = translator.translate_encoded(encoded)
+  else:
+    target = args.target
+  target_ids = list(tokenizer.encode(target, add_eos=True))
+  paths = write_attention_pictures(translator.model, tokenizer, source_ids, target_ids,
+                                   args.output_dir)
+  print(json.dumps({"output_dir": args.output_dir, "pictures": len(paths), "target": target}))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,121 @@
+"""t2t-lite-decode: translate a file (or stdin) with a trained model_dir; score it if asked.
+
+  t2t-lite-decode --model_dir=runs/ende --input_file=test.en --output_file=test.de.out \\
+      --reference_file=test.de
+  echo "A man rides a horse." | t2t-lite-decode --model_dir=runs/ende
+
+One output line per input line, in input order (lines are decoded in batches of similar length,
+longest first). An empty input line gives an empty output line; a line longer than the
+model's max_length tokens is cut to it, with a warning naming the line. Beam size, alpha and
+the extra output length default to hparams.json's, else the problem's (the paper: 4, 0.6, 50).
+
+With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
+detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
+(see t2t_lite/metrics.py); for parsing, bracket F1; for the algorithmic problems, accuracy.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+
+import tensorflow as tf  # noqa: E402
+import tqdm  # noqa: E402
+
+from t2t_lite import decoding, metrics  # noqa: E402
+from t2t_lite.hparams import HParamsError  # noqa: E402
+from t2t_lite.problem import ProblemError  # noqa: E402
+from t2t_lite.registry import RegistryError  # noqa: E402
+
+logger = logging.getLogger("t2t-lite-decode")
+
+
+def read_lines(path):
+  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines."""
+  if path == "-":
+    return [line.rstrip("\r\n") for line in sys.stdin]
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  with tf.io.gfile.GFile(path) as f:
+    return f.read().splitlines()
+
+
+def write_lines(path, lines):
+  text = "".join(line + "\n" for line in lines)
+  if path == "-":
+    sys.stdout.write(text)
+    sys.stdout.flush()
+  else:
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(text)
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
+  parser.add_argument("--model_dir", required=True,
+                      help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
+  parser.add_argument("--checkpoint_path", default=None,
+                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
+                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
+                           "in model_dir")
+  parser.add_argument("--input_file", default="-", help="one sentence a line; - = stdin")
+  parser.add_argument("--output_file", default="-", help="- = stdout")
+  parser.add_argument("--reference_file", default=None,
+                      help="references, one a line: print the problem's scores (stderr, JSON)")
+  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="length penalty ((5 + |Y|) / 6)^alpha")
+  parser.add_argument("--extra_length", type=int, default=None,
+                      help="max output length = input length + this")
+  parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+  parser.add_argument("--max_input_length", type=int, default=None,
+                      help="longer inputs are cut, with a warning (default: hparams max_length)")
+  parser.add_argument("--xla", action="store_true",
+                      help="XLA-compile the beam search (one compilation per batch shape)")
+  parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  if args.batch_size < 1:
+    print(f"t2t-lite-decode: error: --batch_size must be >= 1, got {args.batch_size}",
+          file=sys.stderr)
+    return 2
+  try:
+    lines = read_lines(args.input_file)
+    references = read_lines(args.reference_file) if args.reference_file else None
+    if references is not None and len(references) != len(lines):
+      raise metrics.MetricError(f"{args.reference_file} has {len(references)} lines but "
+                                f"{args.input_file} has {len(lines)}")
+    translator = decoding.Translator.from_model_dir(
+        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
+        extra_length=args.extra_length, max_input_length=args.max_input_length,
+        jit_compile=args.xla)
+  except (decoding.DecodingError, metrics.MetricError, HParamsError, ProblemError,
+          RegistryError, FileNotFoundError) as e:
+    print(f"t2t-lite-decode: error: {e}", file=sys.stderr)
+    return 2
+  loaded = translator.loaded
+  logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
+              len(lines), loaded.checkpoint, translator.beam_size, translator.alpha,
+              translator.extra_length)
+  encoded = translator.encode(lines)
+  for i in encoded.truncated:
+    logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
+                   translator.max_input_length)
+  with tqdm.tqdm(total=sum(1 for ids in encoded.ids if ids), unit="sent", file=sys.stderr,
+                 disable=args.no_progress) as bar:
+    texts, _ = translator.translate_encoded(encoded, args.batch_size, progress=bar.update)
+  write_lines(args.output_file, texts)
+  if references is not None:
+    scores = metrics.score(loaded.problem, lines, texts, references)
+    print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

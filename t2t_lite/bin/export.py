@@ -1,0 +1,64 @@
+"""t2t-lite-export: write a trained model_dir as a SavedModel that TF Serving answers from raw text.
+
+  t2t-lite-export --model_dir=runs/ende --export_dir=exports/ende
+  # prints exports/ende/1 (then 2, 3, ... on later exports: TF Serving serves the highest)
+
+The `serving_default` signature takes a batch of UTF-8 strings and returns the translations
+("outputs") and their scores; `translate_ids` takes and returns token ids. Tokenization, beam
+search and detokenization all run in the graph. Beam size, alpha and the extra output length
+default to hparams.json's, else the problem's (the paper: 4, 0.6, 50); inputs longer than
+--max_input_length tokens (default: hparams max_length) are cut. See docs/serving.md.
+"""
+import argparse
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+
+from t2t_lite import decoding, export  # noqa: E402
+from t2t_lite.hparams import HParamsError  # noqa: E402
+from t2t_lite.problem import ProblemError  # noqa: E402
+from t2t_lite.registry import RegistryError  # noqa: E402
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog="t2t-lite-export", description=__doc__.split("\n")[0])
+  parser.add_argument("--model_dir", required=True,
+                      help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
+  parser.add_argument("--export_dir", required=True,
+                      help="TF Serving's --model_base_path: the export goes to a new "
+                           "<export_dir>/<version>/")
+  parser.add_argument("--checkpoint_path", default=None,
+                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
+                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
+                           "in model_dir")
+  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="length penalty ((5 + |Y|) / 6)^alpha")
+  parser.add_argument("--extra_length", type=int, default=None,
+                      help="max output length = input length + this")
+  parser.add_argument("--max_input_length", type=int, default=None,
+                      help="longer inputs are cut to this many tokens, EOS included "
+                           "(default: hparams max_length)")
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+  try:
+    path = export.export_model_dir(
+        args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
+        beam_size=args.beam_size, alpha=args.alpha, extra_length=args.extra_length,
+        max_input_length=args.max_input_length)
+  except (decoding.DecodingError, export.ExportError, HParamsError, ProblemError,
+          RegistryError) as e:
+    print(f"t2t-lite-export: error: {e}", file=sys.stderr)
+    return 2
+  print(path)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

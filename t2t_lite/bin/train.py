@@ -1,0 +1,147 @@
+"""t2t-lite-train: train a Transformer on a registered problem, on whatever hardware is there.
+
+  t2t-lite-train --problem=multi30k_ende --hparams=transformer_base \\
+      --data_dir=~/t2t/data/multi30k_ende --model_dir=~/t2t/runs/base --train_steps=100000
+
+Re-running the same command resumes from model_dir's last checkpoint. `--list` prints the
+registered problems and hparams sets. Bad input (unknown names, bad overrides, a model_dir
+trained with other hparams) exits with status 2 and a one-line message.
+"""
+import argparse
+import logging
+import os
+import sys
+
+HELP = {
+    "problem": "registered problem to train on (see --list), e.g. multi30k_ende",
+    "hparams": "registered hparams set (see --list), e.g. transformer_base",
+    "hparams_overrides": "comma-separated name=value changes to the set, e.g. "
+                         "'dropout=0.3,batch_size=4096'; unknown names are refused",
+    "data_dir": "prepared data (vocabulary + TFRecords); prepared here first if it is not",
+    "raw_dir": "raw data for preparing data_dir (default: the problem's own choice)",
+    "model_dir": "checkpoints, hparams.json, run.json, vocabulary and TensorBoard logs; any "
+                 "tf.io.gfile path (local, gs://, ram://). An existing run is resumed",
+    "train_steps": "total optimizer steps (a resumed run continues up to this number)",
+    "train_minutes": "also stop (with a checkpoint) after this many minutes of this process's "
+                     "wall-clock time; default: no limit",
+    "eval_every": "evaluate on the dev split every this many steps (and at the end)",
+    "eval_steps": "dev batches (per replica) per evaluation; 0 = no evaluation",
+    "strategy": "tf.distribute strategy: auto = TPU if one is found, else mirrored over all "
+                "GPUs if more than one, else default (one device); multi_worker reads the "
+                "cluster from TF_CONFIG",
+    "tpu": "TPU name or grpc:// address for TPUStrategy ('local' on a TPU VM)",
+    "xla": "compile the training step with XLA (jit_compile); --noxla turns it off",
+    "mixed_precision": "none = float32; bf16 = bfloat16 compute (TPU, recent GPUs); fp16 = "
+                       "float16 compute with dynamic loss scaling (GPUs)",
+    "checkpoint_every_minutes": "save a checkpoint every this many minutes (the paper: 10) "
+                                "and at the end",
+    "keep_checkpoints": "how many recent checkpoints to keep (the paper averages the last 5 for "
+                        "base and 20 for big)",
+    "grad_accum_steps": "micro-batches accumulated per optimizer step: hparams.batch_size is "
+                        "the GLOBAL token count per step, each replica reads batch_size / "
+                        "(replicas x grad_accum_steps) tokens at a time",
+    "seed": "seed of weights, dropout and data order (same seed = same run)",
+    "steps_per_execution": "optimizer steps per host call (0 = auto: 1, or 100 on TPU)",
+    "static_shapes": "pad batches to their bucket's length so only a few shapes exist (fewer "
+                     "XLA compilations; required on TPU); default: on for TPU and XLA",
+    "eval_decode_examples": "at each evaluation, decode this many dev sentences with beam "
+                            "search and report the problem's metric (BLEU, bracket F1, "
+                            "accuracy); 0 = off",
+    "log_every": "print a progress line (and write summaries) every this many steps",
+    "list": "print the registered problems and hparams sets, then exit",
+}
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(
+      prog="t2t-lite-train", description=__doc__.split("\n\n")[0],
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  add = parser.add_argument
+  add("--problem", help=HELP["problem"])
+  add("--hparams", default="transformer_base", help=HELP["hparams"])
+  add("--hparams_overrides", default="", help=HELP["hparams_overrides"])
+  add("--data_dir", help=HELP["data_dir"])
+  add("--raw_dir", default=None, help=HELP["raw_dir"])
+  add("--model_dir", help=HELP["model_dir"])
+  add("--train_steps", type=int, default=100000, help=HELP["train_steps"])
+  add("--train_minutes", type=float, default=None, help=HELP["train_minutes"])
+  add("--eval_every", type=int, default=1000, help=HELP["eval_every"])
+  add("--eval_steps", type=int, default=20, help=HELP["eval_steps"])
+  add("--strategy", default="auto",
+      choices=["auto", "default", "mirrored", "multi_worker", "tpu"], help=HELP["strategy"])
+  add("--tpu", default=None, help=HELP["tpu"])
+  add("--xla", action=argparse.BooleanOptionalAction, default=True, help=HELP["xla"])
+  add("--noxla", dest="xla", action="store_false", help="same as --no-xla")
+  add("--mixed_precision", default="none", choices=["none", "bf16", "fp16"],
+      help=HELP["mixed_precision"])
+  add("--checkpoint_every_minutes", type=float, default=10.0,
+      help=HELP["checkpoint_every_minutes"])
+  add("--keep_checkpoints", type=int, default=20, help=HELP["keep_checkpoints"])
+  add("--grad_accum_steps", type=int, default=1, help=HELP["grad_accum_steps"])
+  add("--seed", type=int, default=1, help=HELP["seed"])
+  add("--steps_per_execution", type=int, default=0, help=HELP["steps_per_execution"])
+  add("--static_shapes", action=argparse.BooleanOptionalAction, default=None,
+      help=HELP["static_shapes"])
+  add("--eval_decode_examples", type=int, default=100, help=HELP["eval_decode_examples"])
+  add("--log_every", type=int, default=100, help=HELP["log_every"])
+  add("--list", action="store_true", help=HELP["list"])
+  args = parser.parse_args(argv)
+  if not args.list:
+    missing = [f"--{name}" for name in ("problem", "data_dir", "model_dir")
+               if not getattr(args, name)]
+    if missing:
+      parser.error(f"{', '.join(missing)} required (or --list)")
+  return args
+
+
+def _fail(message):
+  print(f"t2t-lite-train: error: {message}", file=sys.stderr)
+  return 2
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  import t2t_lite
+  from t2t_lite import trainer
+  from t2t_lite.hparams import HParamsError
+  from t2t_lite.problem import ProblemError
+  from t2t_lite.registry import RegistryError
+
+  if args.list:
+    print("problems:", " ".join(t2t_lite.list_problems()))
+    print("hparams: ", " ".join(t2t_lite.list_hparams()))
+    return 0
+  logging.basicConfig(level=logging.INFO, format="%(message)s")
+  try:
+    problem = t2t_lite.get_problem(args.problem)
+    hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
+    config = trainer.TrainConfig(
+        model_dir=args.model_dir, train_steps=args.train_steps, eval_every=args.eval_every,
+        eval_steps=args.eval_steps, strategy=args.strategy, tpu=args.tpu, xla=args.xla,
+        mixed_precision=args.mixed_precision,
+        checkpoint_every_minutes=args.checkpoint_every_minutes,
+        keep_checkpoints=args.keep_checkpoints, grad_accum_steps=args.grad_accum_steps,
+        seed=args.seed, steps_per_execution=args.steps_per_execution,
+        static_shapes=args.static_shapes, log_every=args.log_every,
+        train_minutes=args.train_minutes)
+    # Refuse a model_dir of other hparams before preparing data or building anything.
+    trainer.check_saved_hparams(args.model_dir, hparams)
+    if not problem.is_prepared(args.data_dir):
+      print(f"preparing {args.problem} in {args.data_dir}", flush=True)
+      problem.prepare(args.data_dir, args.raw_dir)
+    vocab_size = problem.tokenizer(args.data_dir).vocab_size
+    run_info = {"problem": args.problem, "hparams_set": args.hparams,
+                "hparams_overrides": args.hparams_overrides}
+    result = trainer.train(problem, hparams, args.data_dir, config, vocab_size, run_info,
+                           metric_fn=trainer.problem_metric_fn(
+                               problem, args.data_dir, hparams, args.eval_decode_examples),
+                           log=lambda line: print(line, flush=True))
+  except (RegistryError, HParamsError, ProblemError, trainer.TrainerError) as e:
+    return _fail(str(e))
+  print(f"done: step {result['step']}, checkpoints in {args.model_dir}", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

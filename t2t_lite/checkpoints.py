@@ -1,0 +1,115 @@
+"""Checkpoint averaging (section 6.1: the last 5 checkpoints for base models, 20 for big).
+
+  path = checkpoints.average_last(model_dir, num_last=5, output_dir=model_dir + "/avg")
+
+The averaged checkpoint holds the model only, written as tf.train.Checkpoint(model=model) by a
+CheckpointManager, so `t2t-lite-decode --model_dir=<output_dir>` (output_dir gets hparams.json,
+run.json and the vocabulary too) and `--checkpoint_path=<output_dir>` both accept it, and so
+does t2t-lite-export.
+"""
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite import decoding
+
+MODEL_PREFIX = "model/"  # Keys of the model's weights in the trainer's checkpoints.
+_SKIP = ".OPTIMIZER_SLOT"  # Optimizer slots hanging off model variables (TF2 optimizers).
+_COPIED = ("hparams.json", "run.json", "manifest.json")
+AVERAGED_FILE = "averaged.json"  # Which checkpoints went into the average.
+
+
+class CheckpointError(ValueError):
+  """Too few checkpoints, or checkpoints whose model variables differ (one-line message)."""
+
+
+def last_checkpoints(model_dir, num_last):
+  """The `num_last` newest checkpoint prefixes of model_dir's CheckpointManager, oldest first."""
+  if num_last < 1:
+    raise CheckpointError(f"num_last must be >= 1, got {num_last}")
+  state = tf.train.get_checkpoint_state(model_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if not paths:
+    raise CheckpointError(f"no checkpoint found in {model_dir} (looked for its 'checkpoint' file)")
+  if len(paths) < num_last:
+    raise CheckpointError(f"{model_dir} has {len(paths)} checkpoints, fewer than the "
+                          f"{num_last} asked for")
+  return [p if tf.io.gfile.exists(p + ".index") else os.path.join(model_dir, p)
+          for p in paths[-num_last:]]
+
+
+def model_variables(checkpoint):
+  """{key: shape} of the model weights stored in a checkpoint (optimizer state excluded)."""
+  return {name: tuple(shape) for name, shape in tf.train.list_variables(checkpoint)
+          if name.startswith(MODEL_PREFIX) and _SKIP not in name}
+
+
+def check_same_variables(checkpoints):
+  """Raises CheckpointError naming the first variable whose presence or shape differs."""
+  first = model_variables(checkpoints[0])
+  if not first:
+    raise CheckpointError(f"{checkpoints[0]} holds no model variables ({MODEL_PREFIX}...)")
+  for other in checkpoints[1:]:
+    variables = model_variables(other)
+    for name in sorted(set(first) | set(variables)):
+      if name not in variables:
+        raise CheckpointError(f"{name} is in {checkpoints[0]} but not in {other}")
+      if name not in first:
+        raise CheckpointError(f"{name} is in {other} but not in {checkpoints[0]}")
+      if first[name] != variables[name]:
+        raise CheckpointError(f"{name} has shape {list(first[name])} in {checkpoints[0]} but "
+                              f"{list(variables[name])} in {other}")
+  return first
+
+
+def average_checkpoints(model, checkpoints):
+  """Sets the model's weights to the element-wise mean of theirs in `checkpoints`.
+
+  Each checkpoint is restored into the model in turn (tf.train.Checkpoint's own mapping from
+  keys to variables) and summed in float64; the mean is cast back to each weight's dtype.
+  """
+  check_same_variables(checkpoints)
+  weights = model.trainable_variables
+  sums = [np.zeros(w.shape, np.float64) for w in weights]
+  for path in checkpoints:
+    decoding.restore_model(model, path)
+    for total, weight in zip(sums, weights):
+      total += weight.numpy()
+  for total, weight in zip(sums, weights):
+    weight.assign((total / len(checkpoints)).astype(tf.as_dtype(weight.dtype).as_numpy_dtype))
+  return model
+
+
+def average_last(model_dir, num_last, output_dir):
+  """Averages model_dir's last `num_last` checkpoints into output_dir; returns the new prefix.
+
+  output_dir also gets model_dir's hparams.json, run.json, manifest.json and vocabulary
+  files, so it is a model_dir that t2t-lite-decode and t2t-lite-export accept as it is.
+  """
+  if os.path.normpath(output_dir) == os.path.normpath(model_dir):
+    raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
+  checkpoints = last_checkpoints(model_dir, num_last)
+  check_same_variables(checkpoints)
+  loaded = decoding.load_model_dir(model_dir, checkpoints[-1])
+  average_checkpoints(loaded.model, checkpoints)
+  tf.io.gfile.makedirs(output_dir)
+  for name in _COPIED:
+    if tf.io.gfile.exists(os.path.join(model_dir, name)):
+      tf.io.gfile.copy(os.path.join(model_dir, name), os.path.join(output_dir, name),
+                       overwrite=True)
+  for path in tf.io.gfile.glob(os.path.join(model_dir, "vocab*")):
+    tf.io.gfile.copy(path, os.path.join(output_dir, os.path.basename(path)), overwrite=True)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=loaded.model), output_dir,
+                                       max_to_keep=1)
+  prefix = manager.save(checkpoint_number=_step_of(checkpoints[-1]))
+  with tf.io.gfile.GFile(os.path.join(output_dir, AVERAGED_FILE), "w") as f:
+    f.write(json.dumps({"averaged": checkpoints, "output": prefix}, indent=2))
+  return prefix
+
+
+def _step_of(checkpoint):
+  """ckpt-1200 -> 1200 (None when the name carries no number)."""
+  suffix = checkpoint.rsplit("-", 1)[-1]
+  return int(suffix) if suffix.isdigit() else None

@@ -1,0 +1,284 @@
+"""Decoding with the real Transformer: cached == uncached, greedy, beam quality, alpha, the API,
+t2t-lite-decode, checkpoint averaging and the attention pictures.
+
+The model is transformer_tiny with random weights (fixed seeds) on algorithmic_reverse's fixed
+vocabulary, so no data is needed; its outputs stop at EOS at various lengths.
+"""
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite
+from t2t_lite import checkpoints, decoding, metrics, parsing
+from t2t_lite.bin import attention as attention_cli
+from t2t_lite.bin import avg_checkpoints as avg_cli
+from t2t_lite.bin import decode as decode_cli
+from t2t_lite.trainer import write_run_files
+
+PROBLEM = "algorithmic_reverse"
+EOS = 1
+
+
+def random_model(seed, vocab=13):
+  keras.utils.set_random_seed(seed)
+  return t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny"), vocab)
+
+
+def random_inputs(batch, seed=0, vocab=13, max_length=9):
+  """0-padded rows of 1..max_length random ids, each ending in EOS."""
+  rng = np.random.default_rng(seed)
+  inputs = np.zeros([batch, max_length + 1], np.int32)
+  for row in inputs:
+    n = rng.integers(1, max_length + 1)
+    row[:n] = rng.integers(3, vocab, n)
+    row[n] = EOS
+  return tf.constant(inputs)
+
+
+def strip(row):
+  """Ids up to and including the first EOS."""
+  row = list(np.asarray(row))
+  return row[:row.index(EOS) + 1] if EOS in row else [t for t in row if t]
+
+
+def cut_after_eos(rows):
+  """[B, L] ids -> the same with 0s after each row's first EOS."""
+  return np.array([strip(r) + [0] * (len(r) - len(strip(r))) for r in rows], np.int32)
+
+
+def greedy_reference(model, inputs, extra_length):
+  """Argmax decoding by full recomputation, one sentence and one token at a time."""
+  outputs = []
+  for row in inputs.numpy():
+    source = row[:list(row).index(EOS) + 1][None]
+    encoder_output, mask = model.encode(source)
+    out = []
+    for _ in range(len(source[0]) + extra_length):
+      logits = model.decode(np.array([out + [0]], np.int32), encoder_output, mask)[0, -1]
+      logits = logits.numpy()
+      logits[0] = -np.inf  # PAD is never an output
+      out.append(int(np.argmax(logits)))
+      if out[-1] == EOS:
+        break
+    outputs.append(out)
+  return outputs
+
+
+@pytest.fixture(scope="module")
+def decode_fn():
+  """One traced beam search per (model, setting), shared by the tests."""
+  cache = {}
+
+  def decode(model, inputs, **settings):
+    key = (id(model), tuple(sorted(settings.items())))
+    if key not in cache:
+      cache[key] = tf.function(lambda x: decoding.translate_ids(model, x, **settings))
+    ids, scores = cache[key](inputs)
+    return ids.numpy(), scores.numpy()
+
+  return decode
+
+
+def test_cached_equals_uncached_full_recomputation(decode_fn):
+  model, inputs = random_model(2), random_inputs(6, seed=1)
+  settings = dict(beam_size=4, alpha=0.6, extra_length=6)
+  cached_ids, cached_scores = decode_fn(model, inputs, cached=True, **settings)
+  full_ids, full_scores = decode_fn(model, inputs, cached=False, **settings)
+  np.testing.assert_array_equal(cached_ids, full_ids)
+  np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-5, atol=1e-5)
+  # The scores are what the model says of the outputs (teacher-forced, full pass).
+  for k in range(4):
+    rescored = decoding.sequence_scores(model, inputs, cut_after_eos(cached_ids[:, k]), 0.6)
+    np.testing.assert_allclose(cached_scores[:, k], rescored.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_xla_cached_equals_eager():
+  model, inputs = random_model(2), random_inputs(3, seed=4)
+  settings = dict(beam_size=3, alpha=0.6, extra_length=5)
+  eager_ids, eager_scores = decoding.translate_ids(model, inputs, **settings)
+  compiled = tf.function(lambda x: decoding.translate_ids(model, x, static_shapes=True,
+                                                          **settings), jit_compile=True)
+  xla_ids, xla_scores = compiled(inputs)
+  np.testing.assert_array_equal(xla_ids.numpy(), eager_ids.numpy())
+  np.testing.assert_allclose(xla_scores.numpy(), eager_scores.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_beam_one_is_greedy(decode_fn):
+  model, inputs = random_model(3), random_inputs(5, seed=2)
+  ids, _ = decode_fn(model, inputs, beam_size=1, alpha=0.6, extra_length=6)
+  assert [strip(r) for r in ids[:, 0]] == greedy_reference(model, inputs, 6)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_beam_four_scores_at_least_as_high_as_greedy(decode_fn, seed):
+  model, inputs = random_model(seed), random_inputs(16, seed=seed)
+  greedy, _ = decode_fn(model, inputs, beam_size=1, alpha=0.6, extra_length=10)
+  beam, beam_scores = decode_fn(model, inputs, beam_size=4, alpha=0.6, extra_length=10)
+  greedy_scores = decoding.sequence_scores(model, inputs, cut_after_eos(greedy[:, 0]), 0.6)
+  rescored = decoding.sequence_scores(model, inputs, cut_after_eos(beam[:, 0]), 0.6).numpy()
+  greedy_scores = greedy_scores.numpy()
+  np.testing.assert_allclose(rescored, beam_scores[:, 0], atol=1e-4)
+  assert rescored.mean() > greedy_scores.mean() + 0.1
+  assert np.all(rescored >= greedy_scores - 1e-4)  # here even sentence by sentence
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_larger_alpha_gives_longer_outputs(decode_fn, seed):
+  model, inputs = random_model(seed), random_inputs(16, seed=seed)
+  lengths = {}
+  for alpha in (0.0, 2.0):
+    ids, _ = decode_fn(model, inputs, beam_size=4, alpha=alpha, extra_length=10)
+    lengths[alpha] = np.mean([len(strip(r)) for r in ids[:, 0]])
+  assert lengths[2.0] > lengths[0.0] + 1.0, lengths
+
+
+# ------------------------------------------------------------------ model_dir, API and CLIs
+
+
+def save_model_dir(path, model, steps=(1,), noise=0.0, seed=0):
+  """A model_dir as the trainer writes it, with one checkpoint per step (weights + noise*i)."""
+  write_run_files(str(path), model.hparams, {"problem": PROBLEM})
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(path),
+                                       max_to_keep=10)
+  rng = np.random.default_rng(seed)
+  for step in steps:
+    for weight in model.trainable_variables:
+      weight.assign_add(noise * rng.normal(size=weight.shape).astype(np.float32))
+    manager.save(checkpoint_number=step)
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+  return save_model_dir(tmp_path_factory.mktemp("model"), random_model(3), steps=(10, 20, 30),
+                        noise=0.01)
+
+
+SENTENCES = ["3 1 4 1 5", "", "9 2 6 5 3 5 8 9 7", "2 7"]
+
+
+def test_translate_api_matches_translating_one_by_one(model_dir):
+  texts, scores = decoding.translate(model_dir, SENTENCES, beam_size=2, alpha=0.6)
+  assert len(texts) == len(scores) == 4
+  assert texts[1] == "" and scores[1] == 0.0  # empty line -> empty output
+  translator = decoding.Translator.from_model_dir(model_dir, beam_size=2, alpha=0.6)
+  for sentence, text, score in zip(SENTENCES, texts, scores):
+    if sentence:
+      (alone,), (alone_score,) = translator.translate([sentence], batch_size=1)
+      assert (alone, alone_score) == pytest.approx((text, score), abs=1e-4)
+  assert all(set(t.split()) <= set("0123456789") for t in texts)
+  assert translator.beam_size == 2 and translator.extra_length == 10  # the problem's default
+
+
+def test_decode_cli_keeps_order_truncates_and_scores(model_dir, tmp_path, capsys, caplog):
+  long_line = " ".join(["4"] * 100)  # 101 tokens > max_length 64
+  lines = SENTENCES + [long_line]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+  (tmp_path / "ref.txt").write_text("\n".join(" ".join(s.split()[::-1]) for s in lines) + "\n")
+  code = decode_cli.main([
+      "--model_dir", model_dir, "--input_file", str(tmp_path / "in.txt"),
+      "--output_file", str(tmp_path / "out.txt"), "--reference_file", str(tmp_path / "ref.txt"),
+      "--beam_size", "2", "--batch_size", "2", "--no_progress"])
+  assert code == 0
+  outputs = (tmp_path / "out.txt").read_text().split("\n")[:-1]
+  expected, _ = decoding.translate(model_dir, lines, beam_size=2)
+  assert outputs == expected and outputs[1] == ""
+  assert "line 5: longer than 64 tokens (EOS included): truncated" in caplog.text
+  report = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+  accuracy = 100.0 * np.mean([o.split() == s.split()[::-1] for o, s in zip(outputs, lines)])
+  assert report["accuracy"] == pytest.approx(accuracy) and report["sentences"] == 5
+
+
+def test_decode_cli_missing_checkpoint_names_the_directory(tmp_path, capsys):
+  write_run_files(str(tmp_path), t2t_lite.get_hparams("transformer_tiny"), {"problem": PROBLEM})
+  (tmp_path / "in.txt").write_text("1 2\n")
+  code = decode_cli.main(["--model_dir", str(tmp_path), "--input_file",
+                          str(tmp_path / "in.txt")])
+  assert code == 2
+  assert f"no checkpoint found in {tmp_path}" in capsys.readouterr().err
+
+
+def test_averaged_checkpoint_is_the_mean_and_decodes(model_dir, tmp_path):
+  output_dir = str(tmp_path / "avg")
+  assert avg_cli.main(["--model_dir", model_dir, "--num_last", "2",
+                       "--output_dir", output_dir]) == 0
+  averaged = tf.train.latest_checkpoint(output_dir)
+  assert averaged.endswith("ckpt-30")
+  inputs = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (20, 30)]
+  reader = tf.train.load_checkpoint(averaged)
+  names = checkpoints.model_variables(averaged)
+  assert len(names) == len(random_model(3).trainable_variables)
+  for name in names:
+    mean = (inputs[0].get_tensor(name).astype(np.float64) + inputs[1].get_tensor(name)) / 2
+    np.testing.assert_allclose(reader.get_tensor(name), mean, rtol=1e-6, atol=1e-7)
+  # The last checkpoint's weights differ from the mean: the average is not just a copy.
+  name = sorted(names)[0]
+  assert np.abs(reader.get_tensor(name) - inputs[1].get_tensor(name)).max() > 1e-3
+  texts, _ = decoding.translate(output_dir, ["1 2 3"], beam_size=2)
+  assert texts[0] and set(texts[0].split()) <= set("0123456789")
+
+
+def test_averaging_refuses_different_variables(tmp_path):
+  save_model_dir(tmp_path, random_model(3), steps=(1,))
+  other = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny", "d_ff=128"), 13)
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=other), str(tmp_path),
+                             max_to_keep=10).save(checkpoint_number=2)
+  with pytest.raises(checkpoints.CheckpointError,
+                     match=r"has shape \[64, 256\] in .*ckpt-1 but \[64, 128\] in .*ckpt-2"):
+    checkpoints.average_last(str(tmp_path), 2, str(tmp_path / "avg"))
+  with pytest.raises(checkpoints.CheckpointError, match="has 2 checkpoints, fewer than the 3"):
+    checkpoints.average_last(str(tmp_path), 3, str(tmp_path / "avg"))
+
+
+def test_attention_pictures(model_dir, tmp_path):
+  output_dir = str(tmp_path / "pictures")
+  assert attention_cli.main(["--model_dir", model_dir, "--text", "3 1 4",
+                             "--target", "4 1 3", "--output_dir", output_dir]) == 0
+  files = sorted(os.listdir(output_dir))
+  # 3 kinds x 2 layers x 4 heads of transformer_tiny.
+  assert len(files) == 24
+  assert "encoder_decoder_layer1_head3.png" in files
+  for name in files:
+    with open(os.path.join(output_dir, name), "rb") as f:
+      assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ scores
+
+
+def test_compound_split_as_get_ende_bleu():
+  assert metrics.paper_tokenize('Ein Fußball-Spiel, "bitte".') == (
+      'Ein Fußball ##AT##-##AT## Spiel , " bitte " .')
+  assert metrics.split_compounds("a-b-c") == "a ##AT##-##AT## b-c"  # Perl s///g: no overlap
+
+
+def test_paper_bleu_counts_compound_parts():
+  hypothesis, reference = "das Fußball-Spiel ist gut", "das Tennis-Spiel ist gut"
+  # Split: 5/6 unigrams, 3/5 bigrams, 2/4 trigrams, 1/3 4-grams match, no brevity penalty.
+  expected = 100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25
+  assert metrics.paper_bleu([hypothesis], [reference])["bleu"] == pytest.approx(expected)
+  detok = metrics.sacrebleu_bleu([hypothesis], [reference])
+  assert detok["bleu"] < expected
+  assert detok["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+  with pytest.raises(metrics.MetricError, match="1 hypotheses but 2 references"):
+    metrics.paper_bleu(["a"], ["a", "b"])
+
+
+def test_bracket_f1_for_parsing_problems():
+  class Parsing:
+    metric = "bracket_f1"
+    example_to_tree = staticmethod(parsing.example_to_tree)
+    bracket_f1 = staticmethod(parsing.bracket_f1)
+
+  sources = ["Ms. Haag plays ."]
+  gold = "(S (NP (NNP Ms.) (NNP Haag)) (VP (VBZ plays)) (. .))"
+  # Missing the NP bracket: 2 of 2 predicted brackets match, 2 of 3 gold ones are found.
+  predicted = "(S NNP NNP (VP VBZ )VP . )S"
+  result = metrics.score(Parsing(), sources, [predicted], [gold])
+  assert result["bracket_precision"] == pytest.approx(100.0)
+  assert result["bracket_recall"] == pytest.approx(200 / 3)
+  assert result["bracket_f1"] == pytest.approx(80.0)

@@ -1,0 +1,239 @@
+"""t2t-lite-export: a SavedModel that a process without t2t_lite answers like t2t-lite-decode.
+
+The model_dir is made the way t2t-lite-train lays it out (hparams.json, run.json, vocab.model,
+a CheckpointManager checkpoint of the model), with a tiny Transformer at random weights and a
+SentencePiece vocabulary trained here on synthetic text in several scripts.
+"""
+import base64
+import contextlib
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+
+import keras
+import pytest
+import tensorflow as tf
+
+import t2t_lite
+from t2t_lite import decoding, export, tokenizer, trainer
+from t2t_lite.bin import export as export_cli
+
+_WORDS = ("a man rides horse the dog runs in park woman with red hat over bridge "
+          "ein mann reitet über die straße hund läuft im grünen "
+          "東京 猫 犬 走る кошка спит собака бежит مرحبا بالعالم").split()
+
+# One batch: plain, empty and blank lines, a 1,000-word line, non-Latin text, invalid UTF-8.
+LONG = " ".join(_WORDS[i % len(_WORDS)] for i in range(1000))
+REQUEST = [b"a man rides the horse", "ein hund läuft über die straße".encode(), b"", b" \t ",
+           LONG.encode(), "東京 猫 走る".encode(), "кошка спит".encode(), "مرحبا بالعالم".encode(),
+           b"the dog \xff\xfe runs", b"\x80"]
+# What each element means as text: invalid bytes are replaced by U+FFFD, one per bad byte.
+REQUEST_TEXT = [r.decode("utf-8", errors="replace") for r in REQUEST]
+
+# Runs in a fresh interpreter: argv = [SavedModel path, JSON file of the request].
+_CLIENT = r"""
+import base64, json, sys
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
+
+path, request_file = sys.argv[1], sys.argv[2]
+saved_model = saved_model_pb2.SavedModel()
+with tf.io.gfile.GFile(path + "/saved_model.pb", "rb") as f:
+  saved_model.ParseFromString(f.read())
+ops, functions, xla_functions = set(), set(), []
+for meta_graph in saved_model.meta_graphs:
+  ops.update(node.op for node in meta_graph.graph_def.node)
+  for function in meta_graph.graph_def.library.function:
+    functions.add(function.signature.name)
+    ops.update(node.op for node in function.node_def)
+    if function.attr["_XlaMustCompile"].b:
+      xla_functions.append(function.signature.name)
+ops -= functions  # A call of a library function by name is not an op type.
+core = {op for op in ops if op_def_registry.get(op) is not None}
+import tensorflow_text  # noqa: F401  (registers TF Text's ops, as TF Serving links them in)
+tf_text = {op for op in ops - core if op_def_registry.get(op) is not None}
+
+with open(request_file) as f:
+  request = json.load(f)
+loaded = tf.saved_model.load(path)
+text = loaded.signatures["serving_default"](
+    inputs=tf.constant([base64.b64decode(s) for s in request["text"]]))
+ids = loaded.signatures["translate_ids"](inputs=tf.constant(request["ids"], tf.int32))
+print(json.dumps({
+    "outputs": [s.decode("utf-8") for s in text["outputs"].numpy()],
+    "scores": text["scores"].numpy().tolist(), "truncated": text["truncated"].numpy().tolist(),
+    "ids_outputs": ids["outputs"].numpy().tolist(), "ids_scores": ids["scores"].numpy().tolist(),
+    "core_ops": sorted(core), "tf_text_ops": sorted(tf_text),
+    "unregistered_ops": sorted(ops - core - tf_text), "xla_functions": xla_functions,
+    "modules": sorted(m for m in sys.modules if m.split(".")[0] in
+                      ("t2t_lite", "sentencepiece", "keras_hub", "problems", "hparams")),
+}))
+"""
+
+
+def _run_cli(argv):
+  """(exit code, stdout, stderr) of t2t-lite-export run in this process."""
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    code = export_cli.main(argv)
+  return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp("export")
+  rng = random.Random(0)
+  texts = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 12))) for _ in range(500)]
+  data_dir = str(root / "data")
+  vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
+  hparams = t2t_lite.get_hparams("transformer_tiny")
+  model_dir = str(root / "model")
+  trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
+  keras.utils.set_random_seed(1)
+  model = t2t_lite.build_model(hparams, vocab.vocab_size)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir, max_to_keep=3)
+  manager.save(checkpoint_number=10)
+  return model_dir
+
+
+@pytest.fixture(scope="module")
+def export_dir(model_dir, tmp_path_factory):
+  export_dir = str(tmp_path_factory.mktemp("exports"))
+  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir])
+  assert code == 0, err
+  assert out.strip() == os.path.join(export_dir, "1")
+  return export_dir
+
+
+@pytest.fixture(scope="module")
+def served(model_dir, export_dir, tmp_path_factory):
+  """The request answered by the export loaded in a fresh process with only TF and TF Text."""
+  source_ids = [t2t_lite.get_problem("multi30k_ende").tokenizer(model_dir).encode(text)
+                for text in REQUEST_TEXT[:2]]
+  width = max(map(len, source_ids)) + 2
+  ids = [s + [1] + [0] * (width - len(s) - 1) for s in source_ids]  # EOS, then padding
+  request_file = tmp_path_factory.mktemp("client") / "request.json"
+  request_file.write_text(json.dumps({
+      "text": [base64.b64encode(r).decode() for r in REQUEST], "ids": ids}))
+  client = subprocess.run(
+      [sys.executable, "-c", _CLIENT, os.path.join(export_dir, "1"), str(request_file)],
+      capture_output=True, text=True, check=False)
+  assert client.returncode == 0, client.stderr[-3000:]
+  return json.loads(client.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_process_translates_like_t2t_lite_translate(model_dir, served):
+  texts, scores = decoding.translate(model_dir, REQUEST_TEXT)
+  assert served["modules"] == []  # neither t2t_lite nor the sentencepiece package was needed
+  assert served["outputs"] == texts
+  assert served["scores"] == pytest.approx(scores, abs=1e-4)
+  assert sum(bool(t) for t in texts) == len(texts) - 2  # only "" and " \t " give no output
+
+
+def test_every_element_of_a_hostile_batch_gets_an_output(served):
+  assert len(served["outputs"]) == len(served["scores"]) == len(REQUEST)
+  assert served["truncated"] == [i == REQUEST.index(LONG.encode()) for i in range(len(REQUEST))]
+  assert served["outputs"][2:4] == ["", ""] and served["scores"][2:4] == [0.0, 0.0]
+  assert all(s < 0 for i, s in enumerate(served["scores"]) if i not in (2, 3))
+
+
+def test_translate_ids_signature_returns_the_same_best_outputs(model_dir, served):
+  vocab = t2t_lite.get_problem("multi30k_ende").tokenizer(model_dir)
+  ids = served["ids_outputs"]
+  assert len(ids) == 2 and min(len(row) for row in ids) >= 1
+  assert [vocab.decode(row) for row in ids] == served["outputs"][:2]
+  assert served["ids_scores"] == pytest.approx(served["scores"][:2], abs=1e-4)
+  assert all(1 not in row for row in ids)  # EOS is not part of the output ids
+
+
+def test_graph_holds_only_core_tensorflow_and_tf_text_ops(served):
+  assert served["unregistered_ops"] == []
+  assert served["tf_text_ops"] == [
+      "SentencepieceDetokenizeOp", "SentencepieceOp", "SentencepieceTokenizeOp"]
+  # The walk reaches into the function library (the beam search's loop, the string handling).
+  assert {"While", "UnicodeTranscode", "TopKV2", "StaticRegexFullMatch"} <= set(served["core_ops"])
+  assert not [op for op in served["core_ops"] if "Xla" in op]
+  assert served["xla_functions"] == []
+
+
+def test_saved_model_cli_lists_the_string_signature(export_dir):
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  shown = subprocess.run([cli, "show", "--all", "--dir", os.path.join(export_dir, "1")],
+                         capture_output=True, text=True, check=True).stdout
+  block = shown.split("signature_def['serving_default']:")[1].split("signature_def[")[0]
+  squeezed = " ".join(block.split())
+  assert "inputs['inputs'] tensor_info: dtype: DT_STRING shape: (-1)" in squeezed
+  assert "outputs['outputs'] tensor_info: dtype: DT_STRING shape: (-1)" in squeezed
+  assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in squeezed
+  assert "outputs['truncated'] tensor_info: dtype: DT_BOOL shape: (-1)" in squeezed
+  assert "Method name is: tensorflow/serving/predict" in squeezed
+  assert "signature_def['translate_ids']" in shown
+
+
+def test_second_export_gets_the_next_version_and_its_settings(model_dir, export_dir):
+  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
+                             "--beam_size", "1", "--alpha", "0", "--max_input_length", "8",
+                             "--checkpoint_path", os.path.join(model_dir, "ckpt-10")])
+  assert code == 0, err
+  assert out.strip() == os.path.join(export_dir, "2")
+  with open(os.path.join(export_dir, "2", "assets.extra", export.SETTINGS_FILE)) as f:
+    settings = json.load(f)
+  assert {k: settings[k] for k in ("version", "beam_size", "alpha", "max_input_length",
+                                   "extra_length", "checkpoint")} == {
+      "version": 2, "beam_size": 1, "alpha": 0.0, "max_input_length": 8, "extra_length": 50,
+      "checkpoint": os.path.join(model_dir, "ckpt-10")}
+  assert not [name for name in os.listdir(export_dir) if name.startswith(".tmp")]
+
+
+def test_next_version_is_one_more_than_the_largest_integer_directory(tmp_path):
+  assert export.next_version(str(tmp_path / "new")) == 1
+  for name in ("1", "7", "10", "notes", ".tmp-11", "3.old"):
+    (tmp_path / name).mkdir()
+  assert export.next_version(str(tmp_path)) == 11
+
+
+def test_missing_checkpoint_names_the_directory(model_dir, tmp_path):
+  empty = tmp_path / "model"
+  empty.mkdir()
+  for name in ("hparams.json", "run.json", "vocab.model"):
+    (empty / name).write_bytes(open(os.path.join(model_dir, name), "rb").read())
+  code, out, err = _run_cli(["--model_dir", str(empty), "--export_dir", str(tmp_path / "x")])
+  assert code == 2 and out == ""
+  assert err.count("\n") == 1 and str(empty) in err and "no checkpoint" in err
+  assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--beam_size", "0", "beam_size must be >= 1, got 0"),
+    ("--max_input_length", "1", "max_input_length must be >= 2"),
+    ("--alpha", "-1", "alpha must be >= 0, got -1.0")])
+def test_bad_settings_are_refused_in_one_line(model_dir, tmp_path, flag, value, message):
+  code, _, err = _run_cli(["--model_dir", model_dir, "--export_dir", str(tmp_path), flag, value])
+  assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_word_vocabulary_problem_exports_too(tmp_path):
+  """The algorithmic problems' fixed word list (a core lookup table, no TF Text)."""
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  vocab = problem.tokenizer()
+  keras.utils.set_random_seed(2)
+  model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny"), vocab.vocab_size)
+  translator = decoding.Translator(model, vocab, beam_size=2, alpha=0.0, extra_length=3,
+                                   max_input_length=6)
+  path = export.save(export.TranslationModule(translator), str(tmp_path))
+  texts = ["3 9 4", "", "1 2 3 4 5 6 7 8 9"]  # the last one is cut to 5 words + EOS
+  loaded = tf.saved_model.load(path)
+  served = loaded.signatures["serving_default"](inputs=tf.constant(texts))
+  expected, scores = translator.translate(texts)
+  assert [s.decode() for s in served["outputs"].numpy()] == expected
+  assert served["scores"].numpy().tolist() == pytest.approx(scores, abs=1e-4)
+  assert expected[1] == "" and all(expected[i].split() for i in (0, 2))
+  assert served["truncated"].numpy().tolist() == [False, False, True]
+  assert loaded.signatures["serving_default"](inputs=tf.constant([], tf.string))[
+      "outputs"].shape == [0]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="input ids must be < vocab_size=13"):
+    loaded.signatures["translate_ids"](inputs=tf.constant([[3, 13, 1]]))

@@ -1,0 +1,336 @@
+"""The trainer: strategies give the same steps, runs resume exactly, failures are clear.
+
+Runs that need their own TensorFlow process (logical devices, multi-worker, SIGKILL) are
+subprocesses; the rest share this process. Models are transformer_tiny shrunk further.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import t2t_lite
+from t2t_lite import trainer
+from t2t_lite.bin import train as train_cli
+from t2t_lite.problem import Problem
+
+TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
+STEP_LINE = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
+
+
+@pytest.fixture(scope="session")
+def reverse_dir(tmp_path_factory):
+  """algorithmic_reverse prepared with its registered settings (so the CLI can use it too)."""
+  data_dir = str(tmp_path_factory.mktemp("reverse_data"))
+  t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
+  return data_dir
+
+
+def _config(model_dir, steps, **kwargs):
+  values = dict(model_dir=model_dir, train_steps=steps, eval_steps=0, xla=False, log_every=1,
+                seed=3)
+  values.update(kwargs)
+  return trainer.TrainConfig(**values)
+
+
+def _train(problem, data_dir, config, overrides=TINY):
+  hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
+  lines = []
+  t = trainer.Trainer(problem, hparams, data_dir, config, problem.tokenizer(data_dir).vocab_size,
+                      {"problem": problem.name}, log=lines.append)
+  result = t.train()
+  return t, result, lines
+
+
+class FixedLengthProblem(Problem):
+  """Random sequences of one fixed length (one batch shape: one XLA compilation)."""
+  name = "fixed_length_test"
+  length = 12
+
+  def tokenizer(self, data_dir=None):
+    return t2t_lite.tokenizer.WordTokenizer([str(i) for i in range(20)])
+
+  def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
+              input_context=None, static_shapes=False, **unused):
+    rows = batch_tokens // self.length
+
+    def make(index):
+      shape = [rows, self.length]
+      ids = tf.random.stateless_uniform(shape, [seed or 0, index], 3, 23, tf.int32)
+      eos = tf.one_hot(self.length - 1, self.length, dtype=tf.int32)[None]
+      ids = ids * (1 - eos) + eos  # ends in EOS (id 1)
+      return {"inputs": ids, "targets": tf.concat([tf.reverse(ids[:, :-1], [1]), ids[:, -1:]], 1)}
+
+    return tf.data.Dataset.range(10 ** 6).map(make)
+
+
+@pytest.fixture(scope="module")
+def float32_losses(tmp_path_factory):
+  """3 steps of FixedLengthProblem in float32 without XLA: the reference of the next tests."""
+  model_dir = str(tmp_path_factory.mktemp("float32"))
+  _, result, _ = _train(FixedLengthProblem(), None, _config(model_dir, 3))
+  losses = [loss for _, loss in result["losses"]]
+  assert len(losses) == 3 and losses[2] < losses[0]  # it trains
+  return losses
+
+
+def test_xla_on_and_off_give_the_same_loss(float32_losses, tmp_path):
+  _, result, _ = _train(FixedLengthProblem(), None, _config(str(tmp_path), 3, xla=True))
+  np.testing.assert_allclose([loss for _, loss in result["losses"]], float32_losses, rtol=2e-5)
+
+
+@pytest.mark.parametrize("precision, expected_dtype", [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_mixed_precision_trains_close_to_float32(precision, expected_dtype, float32_losses,
+                                                 tmp_path):
+  t, result, _ = _train(FixedLengthProblem(), None,
+                        _config(str(tmp_path), 3, mixed_precision=precision))
+  assert t.model.compute_dtype == expected_dtype
+  assert t.model.trainable_variables[0].dtype == "float32"  # master weights stay float32
+  assert isinstance(t.optimizer, keras.optimizers.LossScaleOptimizer) == (precision == "fp16")
+  np.testing.assert_allclose([loss for _, loss in result["losses"]], float32_losses, rtol=2e-2)
+
+
+def test_ram_filesystem_run_writes_and_resumes(reverse_dir):
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  model_dir = "ram://t2t_lite_test/run"
+  t, _, lines = _train(problem, reverse_dir, _config(model_dir, 3))
+  assert t.step == 3 and t.micro_batch_tokens == 256
+  assert tf.train.latest_checkpoint(model_dir) == model_dir + "/ckpt-3"
+  for name in ("hparams.json", "run.json", "manifest.json", "ckpt-3.index"):
+    assert tf.io.gfile.exists(f"{model_dir}/{name}"), name
+  with tf.io.gfile.GFile(f"{model_dir}/run.json") as f:
+    run = json.load(f)
+  assert (run["problem"], run["vocab_size"], run["grad_accum_steps"]) == (
+      "algorithmic_reverse", 13, 1)
+  assert t2t_lite.HParams.load(f"{model_dir}/hparams.json").d_model == 32
+  assert tf.io.gfile.glob(f"{model_dir}/train/events.out.tfevents.*")
+
+  t, resumed, lines = _train(problem, reverse_dir, _config(model_dir, 5))
+  assert lines[0] == f"restored {model_dir}/ckpt-3 (step 3)"
+  assert [s for s, _ in resumed["losses"]] == [4, 5]
+  assert tf.train.latest_checkpoint(model_dir) == model_dir + "/ckpt-5"
+  assert tf.io.gfile.exists(f"{model_dir}/ckpt-3.index")  # kept (keep_checkpoints=20)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(reverse_dir, tmp_path):
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  model_dir = str(tmp_path / "nan")
+  config = _config(model_dir, 20, checkpoint_every_minutes=1e-9)  # a checkpoint every step
+  with pytest.raises(trainer.TrainerError) as error:
+    _train(problem, reverse_dir, config, TINY + ",learning_rate=1e30")
+  message = str(error.value)
+  match = re.match(r"loss became (nan|inf) between steps (\d+) and \2\+?", message)
+  assert message.startswith("loss became ") and "last good checkpoint" in message, message
+  latest = tf.train.latest_checkpoint(model_dir)
+  assert latest is not None and latest in message
+  good_step = int(latest.rsplit("-", 1)[1])
+  assert f"between steps {good_step} and {good_step + 1}" in message
+  reader = tf.train.load_checkpoint(latest)
+  floats = [n for n, d in reader.get_variable_to_dtype_map().items() if d.is_floating]
+  assert len(floats) > 30
+  for name in floats:
+    assert np.all(np.isfinite(reader.get_tensor(name))), name
+
+
+def test_batch_too_small_for_accumulation_is_refused(reverse_dir, tmp_path):
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  with pytest.raises(trainer.TrainerError, match=r"256 global tokens / \(1 replicas x 16 "
+                     r"accumulation steps\) = 16 tokens per micro-batch, less than max_length=24"):
+    _train(problem, reverse_dir, _config(str(tmp_path / "m"), 2, grad_accum_steps=16))
+
+
+# ------------------------------------------------------------------------------ subprocesses
+def _run_script(tmp_path, name, code, env=None, **kwargs):
+  path = tmp_path / f"{name}.py"
+  path.write_text(textwrap.dedent(code))
+  return subprocess.Popen([sys.executable, str(path)], env=env or ENV, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def _finish(process, timeout=240):
+  output, _ = process.communicate(timeout=timeout)
+  assert process.returncode == 0, output[-3000:]
+  return output
+
+
+def test_mirrored_two_devices_match_one_device_accumulating(reverse_dir, tmp_path):
+  """2 replicas x 1 micro-batch and 1 device x 2 micro-batches read the same batches."""
+  code = f"""
+  import json, tensorflow as tf
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  import t2t_lite
+  from t2t_lite import trainer
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  hparams = t2t_lite.get_hparams("transformer_tiny", "{TINY}")
+  out = {{}}
+  for name, strategy, accum in [
+      ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), 1),
+      ("one", tf.distribute.get_strategy(), 2)]:
+    config = trainer.TrainConfig(model_dir="{tmp_path}/" + name, train_steps=5, eval_steps=0,
+                                 xla=False, log_every=1, grad_accum_steps=accum, seed=3)
+    t = trainer.Trainer(problem, hparams, "{reverse_dir}", config, 13, strategy=strategy,
+                        log=lambda line: None)
+    result = t.train()
+    out[name] = dict(losses=[l for _, l in result["losses"]], replicas=t.num_replicas,
+                     micro=t.micro_batch_tokens)
+  print("RESULT", json.dumps(out))
+  """
+  output = _finish(_run_script(tmp_path, "mirrored", code))
+  result = json.loads(output.split("RESULT ", 1)[1])
+  mirrored, one = result["mirrored"], result["one"]
+  assert (mirrored["replicas"], mirrored["micro"]) == (2, 128)
+  assert (one["replicas"], one["micro"]) == (1, 128)
+  assert len(mirrored["losses"]) == 5
+  np.testing.assert_allclose(mirrored["losses"], one["losses"], rtol=1e-5)
+
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_multi_worker_two_processes_end_with_identical_weights(reverse_dir, tmp_path):
+  workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+  model_dir = tmp_path / "multi_worker"
+  code = f"""
+  import json, numpy as np, t2t_lite
+  from t2t_lite import trainer
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  hparams = t2t_lite.get_hparams("transformer_tiny", "{TINY}")
+  config = trainer.TrainConfig(model_dir="{model_dir}", train_steps=3, eval_steps=0, xla=False,
+                               log_every=1, strategy="multi_worker", seed=3)
+  t = trainer.Trainer(problem, hparams, "{reverse_dir}", config, 13, log=lambda line: None)
+  result = t.train()
+  weights = [v.numpy().astype(np.float64) for v in t.model.trainable_variables]
+  print("RESULT", json.dumps(dict(step=t.step, chief=t.is_chief, replicas=t.num_replicas,
+        sums=[float(w.sum()) for w in weights], norms=[float((w * w).sum()) for w in weights])))
+  """
+  processes = []
+  for index in range(2):
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    processes.append(_run_script(tmp_path, f"worker{index}", code,
+                                 env=dict(ENV, TF_CONFIG=json.dumps(tf_config))))
+  results = [json.loads(_finish(p).split("RESULT ", 1)[1]) for p in processes]
+  assert [(r["step"], r["chief"], r["replicas"]) for r in results] == [(3, True, 2),
+                                                                      (3, False, 2)]
+  assert results[0]["sums"] == results[1]["sums"]
+  assert results[0]["norms"] == results[1]["norms"]
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
+  assert not tf.io.gfile.glob(f"{model_dir}/workertemp_*")
+
+
+def _cli(model_dir, reverse_dir, steps, *extra):
+  return [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
+          "--hparams=transformer_tiny", f"--hparams_overrides={TINY}", f"--data_dir={reverse_dir}",
+          f"--model_dir={model_dir}", f"--train_steps={steps}", "--eval_steps=0", "--noxla",
+          "--log_every=1", "--seed=5", *extra]
+
+
+def test_sigkill_mid_training_resumes_exactly(reverse_dir, tmp_path):
+  steps = 40
+  killed_dir, straight_dir = tmp_path / "killed", tmp_path / "straight"
+  straight = subprocess.Popen(_cli(straight_dir, reverse_dir, steps), env=ENV, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  killed = subprocess.Popen(_cli(killed_dir, reverse_dir, steps,
+                                 "--checkpoint_every_minutes=0.000001"),
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 120
+  while time.time() < deadline and killed.poll() is None:
+    if tf.io.gfile.glob(f"{killed_dir}/ckpt-*.index"):
+      break
+    time.sleep(0.02)
+  time.sleep(0.3)  # let it run on, and save again, a little
+  killed.send_signal(signal.SIGKILL)
+  assert killed.wait() == -signal.SIGKILL
+  last = tf.train.get_checkpoint_state(str(killed_dir))
+  assert last is not None
+  killed_at = int(last.model_checkpoint_path.rsplit("-", 1)[1])
+  assert 1 <= killed_at < steps
+  for path in last.all_model_checkpoint_paths:  # every listed checkpoint reads completely
+    reader = tf.train.load_checkpoint(path)
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+      if dtype != tf.variant:  # the input iterator's state is restored below
+        reader.get_tensor(name)
+
+  resumed = subprocess.run(_cli(killed_dir, reverse_dir, steps), env=ENV, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+  assert resumed.returncode == 0, resumed.stdout[-3000:]
+  assert f"(step {killed_at})" in resumed.stdout
+  straight_out = _finish(straight)
+  resumed_losses = {int(s): float(l) for s, l in STEP_LINE.findall(resumed.stdout)}
+  straight_losses = {int(s): float(l) for s, l in STEP_LINE.findall(straight_out)}
+  assert sorted(resumed_losses) == list(range(killed_at + 1, steps + 1))
+  assert sorted(straight_losses) == list(range(1, steps + 1))
+  for step, loss in resumed_losses.items():
+    assert loss == pytest.approx(straight_losses[step], rel=1e-5, abs=1e-6), step
+  assert tf.train.latest_checkpoint(str(killed_dir)).endswith(f"ckpt-{steps}")
+
+
+# ------------------------------------------------------------------------------ the CLI
+def _main(argv, capsys):
+  code = train_cli.main(argv)
+  captured = capsys.readouterr()
+  return code, captured.out, captured.err
+
+
+def test_cli_lists_problems_and_hparams(capsys):
+  code, out, _ = _main(["--list"], capsys)
+  assert code == 0
+  problems, hparams = out.splitlines()
+  assert "algorithmic_reverse" in problems.split() and "multi30k_ende" in problems.split()
+  assert "transformer_big" in hparams.split() and "transformer_tiny" in hparams.split()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--problem=algorithmic_revers"],
+     "unknown problem 'algorithmic_revers'; did you mean 'algorithmic_reverse'"),
+    (["--problem=algorithmic_reverse", "--hparams=transformer_bas"],
+     "unknown hparams 'transformer_bas'; did you mean 'transformer_base'"),
+    (["--problem=algorithmic_reverse", "--hparams_overrides=dropot=0.1"],
+     "unknown hparam 'dropot'; did you mean 'dropout'"),
+    (["--problem=algorithmic_reverse", "--hparams_overrides=num_layers=two"],
+     "bad value for hparam 'num_layers': 'two' is not a int"),
+    (["--problem=algorithmic_reverse", "--grad_accum_steps=0"],
+     "grad_accum_steps must be positive, got 0"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(flags, message, tmp_path, capsys):
+  code, _, err = _main(flags + [f"--data_dir={tmp_path}/d", f"--model_dir={tmp_path}/m"], capsys)
+  assert code == 2
+  assert err.startswith("t2t-lite-train: error: " + message), err
+  assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_refuses_to_resume_with_other_hparams(tmp_path, capsys):
+  model_dir = tmp_path / "m"
+  model_dir.mkdir()
+  t2t_lite.get_hparams("transformer_tiny").save(str(model_dir / "hparams.json"))
+  code, _, err = _main(["--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+                        "--hparams_overrides=d_model=128", f"--data_dir={tmp_path}/d",
+                        f"--model_dir={model_dir}"], capsys)
+  assert code == 2
+  assert err == (f"t2t-lite-train: error: {model_dir} was trained with d_model=64, not 128: "
+                 f"resume with the same hparams (see {model_dir}/hparams.json) or use a new "
+                 "--model_dir\n")
+
+
+def test_cli_requires_problem_and_dirs(capsys):
+  with pytest.raises(SystemExit) as exit_:
+    train_cli.main(["--problem=algorithmic_reverse"])
+  assert exit_.value.code == 2
+  assert "--data_dir, --model_dir required" in capsys.readouterr().err
