@@ -15,13 +15,19 @@ Each configuration is traced / compiled and run once untimed (same shapes), then
 `--rounds` runs; the best run is kept (the machine is shared: other load only slows a run).
 The uncached batch-32 runs take many minutes: they are run once, and that first call, with
 its tracing / XLA compilation, is what is reported ("includes_compilation": true).
-sentences/s = batch / seconds; tokens/s counts the generated tokens of the K * B hypotheses
+sentences/s = batch / seconds (wall clock); cpu_seconds is the process's CPU time for the same
+run (user + system, all threads): on a loaded machine wall time grows, CPU time much less, so
+the two together tell slow code from a busy machine. tokens/s counts the generated tokens of the K * B hypotheses
 (B * K * 82 per run; divide by K for the returned translations).
 
 Target (issue 5): cached, batch 32: >= 2.15 sentences/s, half of CTranslate2 fp32's ~4.3 on
-this machine. The uncached batch-32 runs take minutes; `--quick` skips them.
+this machine. Uncached decoding at batch 32 recomputes ~30 TFLOP (the growing prefix: 82 steps
+over 1..82 positions of 128 hypotheses, each with its 32k-way projection): tens of minutes.
+It runs once, without XLA; with XLA (which needs the fixed-size prefix, twice the work) only
+with --all.
 
-  python bench/decode_speed.py            # all 8 configurations
+  python bench/decode_speed.py            # 7 configurations (~30 minutes)
+  python bench/decode_speed.py --all      # all 8
   python bench/decode_speed.py --quick    # cached only, plus uncached at batch 1
 """
 import argparse
@@ -61,15 +67,17 @@ def time_config(model, batch, cached, xla, rounds):
   first = time.perf_counter() - start
   assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
-  times = []
+  times, cpu_times = [], []
   for _ in range(rounds):
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     decode(inputs)[0].numpy()
     times.append(time.perf_counter() - start)
+    cpu_times.append(time.process_time() - cpu_start)
   best = min(times) if times else first  # rounds=0: the first call, tracing/compiling included
   return {"batch": batch, "cached": cached, "xla": xla, "seconds": round(best, 3),
           "first_call_seconds": round(first, 1), "rounds": rounds,
           "includes_compilation": not times,
+          "cpu_seconds": round(min(cpu_times), 3) if cpu_times else None,
           "sentences_per_second": round(batch / best, 3),
           "tokens_per_second": round(batch * BEAM_SIZE * max_length / best, 1)}
 
@@ -77,7 +85,9 @@ def time_config(model, batch, cached, xla, rounds):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
-                      help="skip the uncached batch-32 runs (minutes each)")
+                      help="skip the uncached batch-32 runs (tens of minutes)")
+  parser.add_argument("--all", action="store_true",
+                      help="also the uncached batch-32 run with XLA (~2x the one without)")
   parser.add_argument("--rounds", type=int, default=2, help="timed runs per configuration")
   args = parser.parse_args()
 
@@ -91,6 +101,8 @@ def main():
       if args.quick and not cached and batch > 1:
         continue
       for xla in (True, False):
+        if not cached and batch > 1 and xla and not args.all:
+          continue  # Full-buffer recomputation: ~2x the growing prefix's 30+ TFLOP.
         # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
         results.append(time_config(model, batch, cached, xla,
                                    args.rounds if cached or batch == 1 else 0))

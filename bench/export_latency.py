@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,8 @@ text8, _ = timed(text_fn, tf.constant(sentences))
 ids1, _ = timed(ids_fn, ids[:1])
 ids32, out32 = timed(ids_fn, ids)
 print(json.dumps({
-    "import_s": imported - start, "load_s": loaded - imported, "first_request_s": first_done - loaded,
+    "import_s": imported - start, "load_s": loaded - imported,
+    "first_request_s": first_done - loaded,
     "text_batch1_s": text1, "text_batch8_s": text8, "ids_batch1_s": ids1, "ids_batch32_s": ids32,
     "ids_batch32_output_length": int(out32["outputs"].shape[1])}))
 """
@@ -97,6 +99,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=3)
   args = parser.parse_args()
 
+  start_load = os.getloadavg()[0]  # Other processes on the machine skew the timings.
   work_dir = tempfile.mkdtemp(prefix="t2t_lite_export_bench_")
   export_dir = args.export_dir or os.path.join(work_dir, "export")
   tok = synthetic_tokenizer(os.path.join(work_dir, "vocab.model"))
@@ -115,6 +118,7 @@ def main():
   client = subprocess.run([sys.executable, "-c", _CLIENT, path, str(args.repeats),
                            json.dumps(sentences)],
                           capture_output=True, text=True, check=False)
+  shutil.rmtree(work_dir)  # ~250 MB; an --export_dir of the caller's is kept.
   if client.returncode:
     sys.exit(f"the serving client failed:\n{client.stderr[-3000:]}")
   result = json.loads(client.stdout.strip().splitlines()[-1])
@@ -124,7 +128,8 @@ def main():
        "jit_compile": args.jit_compile, "beam_size": 4, "alpha": 0.6, "extra_length": 50,
        "export_s": round(export_seconds, 2)},
       **{k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()},
-      load_plus_first_request_s=round(result["load_s"] + result["first_request_s"], 2))))
+      load_plus_first_request_s=round(result["load_s"] + result["first_request_s"], 2),
+      load_average_1m=[round(start_load, 2), round(os.getloadavg()[0], 2)])))
 
 
 if __name__ == "__main__":

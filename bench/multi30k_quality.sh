@@ -43,7 +43,11 @@ start=$(date +%s)
   "$xla_flag" --seed=1 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 
-"$PY" -m t2t_lite.bin.avg_checkpoints --model_dir="$WORK/model" --num_last=5 \
+# The last 5 checkpoints (fewer in a smoke run that wrote fewer).
+num_last=$("$PY" -c "import sys, tensorflow as tf
+state = tf.train.get_checkpoint_state(sys.argv[1])
+print(min(5, len(state.all_model_checkpoint_paths)))" "$WORK/model" 2>/dev/null)
+"$PY" -m t2t_lite.bin.avg_checkpoints --model_dir="$WORK/model" --num_last="$num_last" \
   --output_dir="$WORK/avg5"
 
 "$PY" - "$RAW_DIR" "$WORK" <<'EOF'
@@ -59,16 +63,18 @@ EOF
 "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg5" --input_file="$WORK/test.en" \
   --output_file="$WORK/test.hyp" --beam_size=4 --alpha=0.6 --no_progress
 
-"$PY" - "$WORK" "$train_seconds" <<'EOF'
+"$PY" - "$WORK" "$train_seconds" "$num_last" <<'EOF'
 import json, re, sys
 import sacrebleu
 work, seconds = sys.argv[1], int(sys.argv[2])
 hyps = open(f"{work}/test.hyp", encoding="utf-8").read().splitlines()
 refs = open(f"{work}/test.de", encoding="utf-8").read().splitlines()
-bleu = sacrebleu.corpus_bleu(hyps, [refs])
-steps = [int(s) for s in re.findall(r"^step (\d+)/", open(f"{work}/train.log").read(), re.M)]
+metric = sacrebleu.metrics.BLEU()
+bleu = metric.corpus_score(hyps, [refs])
+steps = [int(s) for s in re.findall(r"^done: step (\d+)", open(f"{work}/train.log").read(), re.M)]
 print(json.dumps({"bench": "multi30k_quality", "problem": "multi30k_ende",
                   "split": "test_2016_flickr", "bleu": round(bleu.score, 2),
-                  "signature": str(bleu.get_signature()), "train_seconds": seconds,
-                  "train_steps": max(steps) if steps else 0, "bar_bleu": 38.4}))
+                  "signature": str(metric.get_signature()), "train_seconds": seconds,
+                  "train_steps": steps[-1] if steps else 0, "averaged": int(sys.argv[3]),
+                  "bar_bleu": 38.4}))
 EOF

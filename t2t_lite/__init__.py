@@ -4,6 +4,7 @@ Public API:
   get_hparams(name, overrides="") -> HParams
   get_problem(name) -> Problem
   build_model(hparams, vocab_size) -> a built keras.Model
+  translate(model_dir, sentences, beam_size=None, alpha=None) -> (texts, scores)
 """
 from t2t_lite.hparams import HParams, HParamsError
 from t2t_lite.registry import HPARAMS, PROBLEMS, RegistryError, register_hparams, register_problem
@@ -44,7 +45,13 @@ def build_model(hparams, vocab_size):
   return _build(hparams, vocab_size)
 
 
+def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):
+  """Translates `sentences` with the latest checkpoint of `model_dir`: (texts, scores)."""
+  from t2t_lite.decoding import translate as _translate
+  return _translate(model_dir, sentences, beam_size=beam_size, alpha=alpha, **kwargs)
+
+
 __all__ = [
     "HParams", "HParamsError", "RegistryError", "build_model", "get_hparams", "get_problem",
-    "list_hparams", "list_problems", "register_hparams", "register_problem",
+    "list_hparams", "list_problems", "register_hparams", "register_problem", "translate",
 ]

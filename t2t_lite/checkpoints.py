@@ -7,16 +7,17 @@ CheckpointManager, so `t2t-lite-decode --model_dir=<output_dir>` (output_dir get
 run.json and the vocabulary too) and `--checkpoint_path=<output_dir>` both accept it, and so
 does t2t-lite-export.
 """
+import collections
 import json
 import os
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_lite import decoding
 
-MODEL_PREFIX = "model/"  # Keys of the model's weights in the trainer's checkpoints.
-_SKIP = ".OPTIMIZER_SLOT"  # Optimizer slots hanging off model variables (TF2 optimizers).
+MODEL = "model"  # The model's name in the checkpoints' object graph (trainer and ours).
 _COPIED = ("hparams.json", "run.json", "manifest.json")
 AVERAGED_FILE = "averaged.json"  # Which checkpoints went into the average.
 
@@ -41,18 +42,41 @@ def last_checkpoints(model_dir, num_last):
 
 
 def model_variables(checkpoint):
-  """{key: shape} of the model weights stored in a checkpoint (optimizer state excluded)."""
-  return {name: tuple(shape) for name, shape in tf.train.list_variables(checkpoint)
-          if name.startswith(MODEL_PREFIX) and _SKIP not in name}
+  """{path: (checkpoint key, shape)} of every variable of the checkpoint's `model` object.
+
+  Paths run from the model through the object graph ("model/encoder_0/ffn/inner/kernel"). They
+  are not always the keys: a checkpoint names a variable by its shortest path from the root,
+  and the trainer's reaches most model weights first through the optimizer
+  ("optimizer/_trainable_variables/3/..."). Optimizer slots are not variables of the model.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  shapes = reader.get_variable_to_shape_map()
+  roots = [child.node_id for child in graph.nodes[0].children if child.local_name == MODEL]
+  if not roots:
+    raise CheckpointError(f"{checkpoint} holds no '{MODEL}' object")
+  paths, queue, variables = {roots[0]: MODEL}, collections.deque(roots), {}
+  while queue:  # Breadth first: every object once, named by its shortest path from the model.
+    node_id = queue.popleft()
+    for attribute in graph.nodes[node_id].attributes:
+      if attribute.name == "VARIABLE_VALUE":
+        key = attribute.checkpoint_key
+        variables[paths[node_id]] = (key, tuple(shapes[key]))
+    for child in graph.nodes[node_id].children:
+      if child.node_id not in paths:
+        paths[child.node_id] = f"{paths[node_id]}/{child.local_name}"
+        queue.append(child.node_id)
+  return variables
 
 
 def check_same_variables(checkpoints):
   """Raises CheckpointError naming the first variable whose presence or shape differs."""
-  first = model_variables(checkpoints[0])
+  first = {path: shape for path, (_, shape) in model_variables(checkpoints[0]).items()}
   if not first:
-    raise CheckpointError(f"{checkpoints[0]} holds no model variables ({MODEL_PREFIX}...)")
+    raise CheckpointError(f"{checkpoints[0]} holds no model variables")
   for other in checkpoints[1:]:
-    variables = model_variables(other)
+    variables = {path: shape for path, (_, shape) in model_variables(other).items()}
     for name in sorted(set(first) | set(variables)):
       if name not in variables:
         raise CheckpointError(f"{name} is in {checkpoints[0]} but not in {other}")

@@ -64,9 +64,10 @@ def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=
     static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
     min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
-  (log-probabilities renormalised without PAD), best first. With the
-  learned position encoding, outputs are also limited to hparams.max_length tokens.
+  (log-probabilities renormalised without PAD), best first. With the learned position
+  encoding, outputs are also limited to hparams.max_length tokens.
   """
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
   learned = model.hparams.position_encoding == "learned"  # no positions past max_length
@@ -195,8 +196,9 @@ class Encoded:
 class Translator:
   """Text in, text out: tokenizes, decodes in length-sorted batches, detokenizes.
 
-  One compiled decoder is kept per (batch, source length bucket) shape; sources are padded up to
-  a multiple of `length_multiple` tokens so that few shapes (and XLA compilations) are needed.
+  Without XLA one traced decoder serves every shape. With jit_compile=True, one is compiled per
+  (batch, source length) shape: batches are padded to `batch_size` rows and sources to a
+  multiple of `length_multiple` tokens, so that few shapes (and compilations) are needed.
   """
 
   def __init__(self, model, tokenizer, *, beam_size, alpha, extra_length, max_input_length=None,
@@ -212,7 +214,11 @@ class Translator:
     self.max_input_length = max_input_length or model.hparams.max_length
     self.jit_compile = jit_compile
     self.length_multiple = length_multiple
-    self._decode = tf.function(self._decode_ids, jit_compile=jit_compile)
+    if jit_compile:  # XLA compiles per shape anyway: one trace per (batch, length) bucket.
+      self._decode = tf.function(self._decode_ids, jit_compile=True)
+    else:  # One trace for every shape.
+      self._decode = tf.function(self._decode_ids, input_signature=[
+          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
@@ -251,7 +257,8 @@ class Translator:
   def translate_ids_batch(self, sources, batch_size=None):
     """Decodes a list of EOS-terminated id lists at once -> (best ids list each, scores)."""
     length = max(len(s) for s in sources)
-    length = -(-length // self.length_multiple) * self.length_multiple
+    if self.jit_compile:  # Few distinct shapes: few compilations.
+      length = -(-length // self.length_multiple) * self.length_multiple
     rows = len(sources) if batch_size is None else batch_size
     inputs = np.zeros([rows, length], np.int32)
     max_lengths = np.ones([rows], np.int32)  # padding rows: [EOS] -> stop after one step

@@ -16,12 +16,14 @@ def smoothed_cross_entropy(logits, targets, smoothing):
   """
   logits = tf.cast(logits, tf.float32)
   vocab_size = tf.cast(tf.shape(logits)[-1], tf.float32)
-  log_probs = tf.nn.log_softmax(logits)  # [B, T, V]
-  true_log_prob = tf.gather(log_probs, targets, batch_dims=2)  # [B, T]
+  # log p = logits - logsumexp(logits) enters only through per-token sums, so no [B, T, V]
+  # log_softmax is materialised or kept for the backward pass (fewer passes over [B, T, V]).
+  log_normalizer = tf.reduce_logsumexp(logits, axis=-1)  # [B, T]
+  true_log_prob = tf.gather(logits, targets, batch_dims=2) - log_normalizer  # [B, T]
   loss = -(1.0 - smoothing) * true_log_prob
   if smoothing:
-    others = tf.reduce_sum(log_probs, axis=-1) - true_log_prob  # [B, T]
-    loss -= smoothing / (vocab_size - 1.0) * others
+    sum_log_probs = tf.reduce_sum(logits, axis=-1) - vocab_size * log_normalizer  # [B, T]
+    loss -= smoothing / (vocab_size - 1.0) * (sum_log_probs - true_log_prob)
   weights = tf.cast(tf.not_equal(targets, 0), tf.float32)  # [B, T]
   return tf.reduce_sum(loss * weights), tf.reduce_sum(weights)
 

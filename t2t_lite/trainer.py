@@ -9,7 +9,9 @@ step. Each replica reads micro-batches of batch_size / (replicas * grad_accum_st
 an optimizer step consumes grad_accum_steps micro-batches on every replica. The loss of a step
 is the label-smoothed cross entropy summed over every target token of all those micro-batches,
 divided by their total (global) number of target tokens: 2 replicas, or 1 device accumulating 2
-micro-batches, take exactly the same step.
+micro-batches, take exactly the same step. Dropout too: before each micro-batch every dropout
+seed is set from (step, global micro-batch index), so replicas draw different masks and the
+masks do not depend on how the batch is split.
 
 model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
   hparams.json       the full HParams of the run (`HParams.load`); a resume with different
@@ -30,11 +32,10 @@ model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
 """
 import dataclasses
 import json
-import logging
 import math
 import os
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -43,8 +44,6 @@ from tensorflow.core.framework import summary_pb2
 from t2t_lite import losses, optimization
 from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
-
-logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -142,8 +141,15 @@ def _write_json(path, value):
     f.write(json.dumps(value, indent=2, sort_keys=True))
 
 
-def check_saved_hparams(model_dir, hparams):
-  """Refuses to resume a model_dir whose hparams.json differs from `hparams` (first difference)."""
+def check_saved_hparams(model_dir, hparams, problem=None):
+  """Refuses to resume a model_dir of another problem, or whose hparams.json differs from
+  `hparams` (naming the first difference)."""
+  run_path = os.path.join(model_dir, "run.json")
+  if problem and tf.io.gfile.exists(run_path):
+    saved_problem = _read_json(run_path).get("problem")
+    if saved_problem != problem:
+      raise TrainerError(f"{model_dir} was trained on problem {saved_problem!r}, not "
+                         f"{problem!r}: use a new --model_dir")
   path = os.path.join(model_dir, "hparams.json")
   if not tf.io.gfile.exists(path):
     return
@@ -261,6 +267,7 @@ class Trainer:
                                               max_to_keep=config.keep_checkpoints)
     self._train_fn = self._make_train_fn()
     self._eval_fn = None
+    self._sum_fn = None
 
   # ------------------------------------------------------------------ data
   def _train_dataset_fn(self, input_context):
@@ -295,16 +302,34 @@ class Trainer:
     return grads, loss_sum, count
 
   def _make_train_fn(self):
-    micro = self._micro_gradients
-    if self.config.xla and not self.is_tpu:  # TPU compiles everything anyway.
-      micro = tf.function(micro, jit_compile=True)
+    # A function of its own: traced once however many micro-batches a step accumulates.
+    # TPU compiles everything anyway (jit_compile None = the default there).
+    micro = tf.function(self._micro_gradients,
+                        jit_compile=True if self.config.xla and not self.is_tpu else None)
     variables = self.model.trainable_variables
     num_replicas = self.num_replicas
     scale_dtype = tf.float32
 
+    seed_states = [v for v in self.model.non_trainable_variables
+                   if v.path.endswith("seed_generator_state")]
+    accum = self.config.grad_accum_steps
+    seed_per_batch = not self.is_tpu
+
+    def set_dropout_seeds(k):
+      """Dropout of micro-batch k of this replica draws from a counter of (step, global
+      micro-batch index): replicas get different masks (keras would give them the same),
+      and N replicas or N accumulated micro-batches see the same masks."""
+      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+      replica = tf.reshape(tf.cast(replica, tf.int64), [])  # a [1] tensor in multi-worker
+      index = (self.optimizer.iterations * num_replicas + replica) * accum + k
+      for state in seed_states:  # [layer seed, counter]; a layer draws < 1024 times a pass
+        state.assign(tf.stack([state[0], tf.cast(index * 1024, state.dtype)]))
+
     def replica_step(batches):
       grads, loss_sum, count = None, 0.0, 0.0
-      for batch in batches:  # grad_accum_steps micro-batches
+      for k, batch in enumerate(batches):  # grad_accum_steps micro-batches
+        if seed_per_batch:
+          set_dropout_seeds(k)
         g, l, c = micro(batch)
         grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
         loss_sum += l
@@ -326,7 +351,6 @@ class Trainer:
       self.optimizer.apply(grads, variables)
       return loss_sum, count, grad_norm
 
-    accum = self.config.grad_accum_steps
     strategy, local_replicas, is_tpu = self.strategy, self.local_replicas, self.is_tpu
 
     def next_batches(iterator):
@@ -431,7 +455,7 @@ class Trainer:
     logged (step, loss))}. Raises TrainerError when the loss becomes NaN or Inf."""
     config = self.config
     if self.is_chief:
-      check_saved_hparams(config.model_dir, self.hparams)
+      check_saved_hparams(config.model_dir, self.hparams, self.run_info.get("problem"))
       write_run_files(config.model_dir, self.hparams, self.run_info, self.data_dir)
     start = self.restore()
     writers = {}
@@ -482,10 +506,12 @@ class Trainer:
           with writers["eval"].as_default(step=step):
             for name, value in eval_metrics.items():
               _scalar(name, value)
-      if config.train_minutes and time.time() - run_start >= config.train_minutes * 60:
+      out_of_time = bool(config.train_minutes) and (
+          time.time() - run_start >= config.train_minutes * 60)
+      if self._any_worker(out_of_time):
         self.log(f"stopping at step {step}: the {config.train_minutes} minute budget is spent")
         break
-      if time.time() - last_save >= config.checkpoint_every_minutes * 60:
+      if self._any_worker(time.time() - last_save >= config.checkpoint_every_minutes * 60):
         self.save()
         last_save = run_start = time.time()
     if self.manager.latest_checkpoint is None or self.step != _checkpoint_step(
@@ -495,6 +521,22 @@ class Trainer:
       writer.flush()
     return {"step": self.step, "losses": history,
             "loss": history[-1][1] if history else None, "eval": eval_metrics}
+
+  def _any_worker(self, flag):
+    """True if `flag` is true on any worker: workers decide together when to save or stop (on
+    their own clocks they could differ, and a worker left alone would wait forever)."""
+    if self.input_context.num_input_pipelines == 1:
+      return flag
+    if self._sum_fn is None:
+      strategy = self.strategy
+
+      @tf.function
+      def sum_fn(x):
+        value = strategy.run(lambda: tf.identity(x))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+
+      self._sum_fn = sum_fn
+    return bool(self._sum_fn(tf.constant(1.0 if flag else 0.0)) > 0)
 
   def _steps_until_event(self, step):
     """Steps to run in the next host call: steps_per_execution, cut at log / eval / the end."""

@@ -140,10 +140,16 @@ def test_larger_alpha_gives_longer_outputs(decode_fn, seed):
 
 
 def save_model_dir(path, model, steps=(1,), noise=0.0, seed=0):
-  """A model_dir as the trainer writes it, with one checkpoint per step (weights + noise*i)."""
+  """A model_dir as the trainer writes it, with one checkpoint per step (weights + noise*i).
+
+  The checkpoints hold the optimizer too, as the trainer's do: most model weights are then
+  keyed by their path through the optimizer, not through the model.
+  """
   write_run_files(str(path), model.hparams, {"problem": PROBLEM})
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(path),
-                                       max_to_keep=10)
+  optimizer = keras.optimizers.Adam()
+  optimizer.build(model.trainable_variables)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=optimizer),
+                                       str(path), max_to_keep=10)
   rng = np.random.default_rng(seed)
   for step in steps:
     for weight in model.trainable_variables:
@@ -162,7 +168,7 @@ SENTENCES = ["3 1 4 1 5", "", "9 2 6 5 3 5 8 9 7", "2 7"]
 
 
 def test_translate_api_matches_translating_one_by_one(model_dir):
-  texts, scores = decoding.translate(model_dir, SENTENCES, beam_size=2, alpha=0.6)
+  texts, scores = t2t_lite.translate(model_dir, SENTENCES, beam_size=2, alpha=0.6)
   assert len(texts) == len(scores) == 4
   assert texts[1] == "" and scores[1] == 0.0  # empty line -> empty output
   translator = decoding.Translator.from_model_dir(model_dir, beam_size=2, alpha=0.6)
@@ -208,16 +214,23 @@ def test_averaged_checkpoint_is_the_mean_and_decodes(model_dir, tmp_path):
                        "--output_dir", output_dir]) == 0
   averaged = tf.train.latest_checkpoint(output_dir)
   assert averaged.endswith("ckpt-30")
-  inputs = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (20, 30)]
-  reader = tf.train.load_checkpoint(averaged)
-  names = checkpoints.model_variables(averaged)
-  assert len(names) == len(random_model(3).trainable_variables)
-  for name in names:
-    mean = (inputs[0].get_tensor(name).astype(np.float64) + inputs[1].get_tensor(name)) / 2
-    np.testing.assert_allclose(reader.get_tensor(name), mean, rtol=1e-6, atol=1e-7)
+  def values(checkpoint):  # {path from the model: array}
+    reader = tf.train.load_checkpoint(checkpoint)
+    return {path: reader.get_tensor(key)
+            for path, (key, _) in checkpoints.model_variables(checkpoint).items()}
+
+  first, last = (values(os.path.join(model_dir, f"ckpt-{s}")) for s in (20, 30))
+  output = values(averaged)
+  assert len(output) == len(random_model(3).trainable_variables) == len(first)
+  assert "model/decoder_1/ffn/inner/_kernel" in output
+  keys = checkpoints.model_variables(os.path.join(model_dir, "ckpt-30"))
+  assert keys["model/decoder_1/ffn/inner/_kernel"][0].startswith("optimizer/")
+  for path, value in output.items():
+    mean = (first[path].astype(np.float64) + last[path]) / 2
+    np.testing.assert_allclose(value, mean, rtol=1e-6, atol=1e-7)
   # The last checkpoint's weights differ from the mean: the average is not just a copy.
-  name = sorted(names)[0]
-  assert np.abs(reader.get_tensor(name) - inputs[1].get_tensor(name)).max() > 1e-3
+  assert np.abs(output["model/decoder_1/ffn/inner/_kernel"] -
+                last["model/decoder_1/ffn/inner/_kernel"]).max() > 1e-3
   texts, _ = decoding.translate(output_dir, ["1 2 3"], beam_size=2)
   assert texts[0] and set(texts[0].split()) <= set("0123456789")
 

@@ -155,7 +155,7 @@ def test_graph_holds_only_core_tensorflow_and_tf_text_ops(served):
   assert served["tf_text_ops"] == [
       "SentencepieceDetokenizeOp", "SentencepieceOp", "SentencepieceTokenizeOp"]
   # The walk reaches into the function library (the beam search's loop, the string handling).
-  assert {"While", "UnicodeTranscode", "TopKV2", "StaticRegexFullMatch"} <= set(served["core_ops"])
+  assert {"While", "TopKV2", "UnicodeTranscode", "RaggedTensorToTensor"} <= set(served["core_ops"])
   assert not [op for op in served["core_ops"] if "Xla" in op]
   assert served["xla_functions"] == []
 
@@ -237,3 +237,17 @@ def test_word_vocabulary_problem_exports_too(tmp_path):
       "outputs"].shape == [0]
   with pytest.raises(tf.errors.InvalidArgumentError, match="input ids must be < vocab_size=13"):
     loaded.signatures["translate_ids"](inputs=tf.constant([[3, 13, 1]]))
+
+
+@pytest.mark.slow  # ~30 s of XLA compilation; bench/export_latency.py --jit_compile runs it too.
+def test_xla_compiled_beam_search_answers_the_same():
+  """The jit_compile option (measured in bench/export_latency.py, not the default)."""
+  vocab = t2t_lite.get_problem("algorithmic_copy").tokenizer()
+  keras.utils.set_random_seed(3)
+  model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny"), vocab.vocab_size)
+  translator = decoding.Translator(model, vocab, beam_size=2, alpha=0.6, extra_length=4)
+  texts = tf.constant(["3 9 4 4", "", "7"])
+  modules = [export.TranslationModule(translator, jit_compile=jit) for jit in (False, True)]
+  plain, compiled = (module.translate_text(texts) for module in modules)
+  assert compiled["outputs"].numpy().tolist() == plain["outputs"].numpy().tolist()
+  assert compiled["scores"].numpy() == pytest.approx(plain["scores"].numpy(), abs=1e-4)

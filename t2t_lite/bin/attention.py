@@ -48,6 +48,8 @@ def plot_heatmap(weights, row_labels, column_labels, title, path):
   axes.set_xticks(range(columns), column_labels, rotation=90, fontsize=8)
   axes.set_yticks(range(rows), row_labels, fontsize=8)
   axes.set_title(title, fontsize=9)
+  axes.set_xlabel("attended to (keys)", fontsize=8)
+  axes.set_ylabel("attending (queries)", fontsize=8)
   figure.colorbar(image, ax=axes, fraction=0.04)
   figure.tight_layout()
   local = path if "://" not in path else None

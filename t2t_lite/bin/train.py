@@ -18,12 +18,12 @@ HELP = {
     "hparams_overrides": "comma-separated name=value changes to the set, e.g. "
                          "'dropout=0.3,batch_size=4096'; unknown names are refused",
     "data_dir": "prepared data (vocabulary + TFRecords); prepared here first if it is not",
-    "raw_dir": "raw data for preparing data_dir (default: the problem's own choice)",
+    "raw_dir": "raw data for preparing data_dir (None = the problem's own choice)",
     "model_dir": "checkpoints, hparams.json, run.json, vocabulary and TensorBoard logs; any "
                  "tf.io.gfile path (local, gs://, ram://). An existing run is resumed",
     "train_steps": "total optimizer steps (a resumed run continues up to this number)",
     "train_minutes": "also stop (with a checkpoint) after this many minutes of this process's "
-                     "wall-clock time; default: no limit",
+                     "wall-clock time (None = no limit)",
     "eval_every": "evaluate on the dev split every this many steps (and at the end)",
     "eval_steps": "dev batches (per replica) per evaluation; 0 = no evaluation",
     "strategy": "tf.distribute strategy: auto = TPU if one is found, else mirrored over all "
@@ -126,7 +126,7 @@ def main(argv=None):
         static_shapes=args.static_shapes, log_every=args.log_every,
         train_minutes=args.train_minutes)
     # Refuse a model_dir of other hparams before preparing data or building anything.
-    trainer.check_saved_hparams(args.model_dir, hparams)
+    trainer.check_saved_hparams(args.model_dir, hparams, args.problem)
     if not problem.is_prepared(args.data_dir):
       print(f"preparing {args.problem} in {args.data_dir}", flush=True)
       problem.prepare(args.data_dir, args.raw_dir)
