@@ -16,8 +16,10 @@ setup(
         "sacrebleu>=2.4",
         "sentencepiece>=0.2",
         "matplotlib>=3.7",
+        "tqdm>=4.60",
     ],
-    extras_require={"test": ["pytest>=8", "tensorflow-serving-api>=2.18,<2.22"]},
+    # gRPC clients of TF Serving also want `tensorflow-serving-api` (see README); not needed here.
+    extras_require={"test": ["pytest>=8"]},
     entry_points={
         "console_scripts": [
             "t2t-lite-train=t2t_lite.bin.train:main",

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite import decoding  # noqa: E402
+from t2t_lite.bin import flags  # noqa: E402
 from t2t_lite.hparams import HParamsError  # noqa: E402
 from t2t_lite.problem import ProblemError  # noqa: E402
 from t2t_lite.registry import RegistryError  # noqa: E402
@@ -92,21 +93,20 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
 
 def main(argv=None):
   parser = argparse.ArgumentParser(prog="t2t-lite-attention", description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True, help="a t2t-lite-train model_dir")
-  parser.add_argument("--checkpoint_path", default=None, help="default: the latest in model_dir")
+  flags.add_model_flags(parser)
   parser.add_argument("--text", required=True, help="the source sentence")
   parser.add_argument("--target", default=None,
                       help="the output to show (default: the model's own translation)")
   parser.add_argument("--output_dir", required=True, help="where the PNG files go")
-  parser.add_argument("--beam_size", type=int, default=None)
-  parser.add_argument("--alpha", type=float, default=None)
+  flags.add_beam_flags(parser)
   args = parser.parse_args(argv)
   if not args.text.strip():
     print("t2t-lite-attention: error: --text is empty", file=sys.stderr)
     return 2
   try:
     translator = decoding.Translator.from_model_dir(
-        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha)
+        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
+        extra_length=args.extra_length)
   except (decoding.DecodingError, HParamsError, ProblemError, RegistryError) as e:
     print(f"t2t-lite-attention: error: {e}", file=sys.stderr)
     return 2

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 import tqdm  # noqa: E402
 
 from t2t_lite import decoding, metrics  # noqa: E402
+from t2t_lite.bin import flags  # noqa: E402
 from t2t_lite.hparams import HParamsError  # noqa: E402
 from t2t_lite.problem import ProblemError  # noqa: E402
 from t2t_lite.registry import RegistryError  # noqa: E402
@@ -54,21 +55,12 @@ def write_lines(path, lines):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True,
-                      help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
-  parser.add_argument("--checkpoint_path", default=None,
-                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
-                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
-                           "in model_dir")
+  flags.add_model_flags(parser)
   parser.add_argument("--input_file", default="-", help="one sentence a line; - = stdin")
   parser.add_argument("--output_file", default="-", help="- = stdout")
   parser.add_argument("--reference_file", default=None,
                       help="references, one a line: print the problem's scores (stderr, JSON)")
-  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
-  parser.add_argument("--alpha", type=float, default=None,
-                      help="length penalty ((5 + |Y|) / 6)^alpha")
-  parser.add_argument("--extra_length", type=int, default=None,
-                      help="max output length = input length + this")
+  flags.add_beam_flags(parser)
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut, with a warning (default: hparams max_length)")

@@ -17,6 +17,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
 
 from t2t_lite import decoding, export  # noqa: E402
+from t2t_lite.bin import flags  # noqa: E402
 from t2t_lite.hparams import HParamsError  # noqa: E402
 from t2t_lite.problem import ProblemError  # noqa: E402
 from t2t_lite.registry import RegistryError  # noqa: E402
@@ -24,20 +25,11 @@ from t2t_lite.registry import RegistryError  # noqa: E402
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-export", description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True,
-                      help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
+  flags.add_model_flags(parser)
   parser.add_argument("--export_dir", required=True,
                       help="TF Serving's --model_base_path: the export goes to a new "
                            "<export_dir>/<version>/")
-  parser.add_argument("--checkpoint_path", default=None,
-                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
-                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
-                           "in model_dir")
-  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
-  parser.add_argument("--alpha", type=float, default=None,
-                      help="length penalty ((5 + |Y|) / 6)^alpha")
-  parser.add_argument("--extra_length", type=int, default=None,
-                      help="max output length = input length + this")
+  flags.add_beam_flags(parser)
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")

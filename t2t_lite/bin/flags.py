@@ -1,0 +1,20 @@
+"""Flags shared by the tools that load a trained model_dir (decode, export, attention)."""
+
+
+def add_model_flags(parser):
+  """--model_dir and --checkpoint_path."""
+  parser.add_argument("--model_dir", required=True,
+                      help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
+  parser.add_argument("--checkpoint_path", default=None,
+                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
+                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
+                           "in model_dir")
+
+
+def add_beam_flags(parser):
+  """--beam_size, --alpha and --extra_length (default: hparams.json's, else the problem's)."""
+  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="length penalty ((5 + |Y|) / 6)^alpha")
+  parser.add_argument("--extra_length", type=int, default=None,
+                      help="max output length = input length + this")
