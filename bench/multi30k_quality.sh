@@ -13,7 +13,7 @@
 # Environment: RAW_DIR (default ../shared/data/multi30k next to the repository), WORK (default
 # /tmp/t2t_lite_multi30k_quality; its data/ is reused across runs, model/ is started afresh),
 # MINUTES, XLA (1 = --xla, default 0: on this 2-core CPU XLA's per-bucket compilations cost more
-# than they save; see docs/training.md).
+# than they save; see README, "XLA and mixed precision").
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

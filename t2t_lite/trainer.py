@@ -177,14 +177,6 @@ def write_run_files(model_dir, hparams, run_info, data_dir=None):
   _write_json(os.path.join(model_dir, "run.json"), dict(run_info, vocab_files=vocab_files))
 
 
-def read_run_info(model_dir):
-  """The run.json of a trained model_dir (problem name, vocab_size, ...)."""
-  path = os.path.join(model_dir, "run.json")
-  if not tf.io.gfile.exists(path):
-    raise TrainerError(f"{path} is missing: {model_dir} is not a t2t-lite model_dir")
-  return _read_json(path)
-
-
 # --------------------------------------------------------------------------- the trainer
 class Trainer:
   """Builds the model, optimizer, data and checkpoint under one strategy; `train()` runs.

@@ -16,8 +16,6 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
-
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")

@@ -11,15 +11,12 @@ in names or shapes are refused, naming the first difference.
 import argparse
 import json
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
-
-from t2t_lite import checkpoints, decoding  # noqa: E402
-from t2t_lite.hparams import HParamsError  # noqa: E402
-from t2t_lite.problem import ProblemError  # noqa: E402
-from t2t_lite.registry import RegistryError  # noqa: E402
+from t2t_lite import checkpoints, decoding
+from t2t_lite.hparams import HParamsError
+from t2t_lite.problem import ProblemError
+from t2t_lite.registry import RegistryError
 
 
 def main(argv=None):

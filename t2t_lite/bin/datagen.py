@@ -8,14 +8,11 @@ Running it again on a prepared data_dir does nothing. t2t-lite-train prepares by
 import argparse
 import json
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
-
-import t2t_lite  # noqa: E402
-from t2t_lite.problem import ProblemError  # noqa: E402
-from t2t_lite.registry import RegistryError  # noqa: E402
+import t2t_lite
+from t2t_lite.problem import ProblemError
+from t2t_lite.registry import RegistryError
 
 
 def main(argv=None):

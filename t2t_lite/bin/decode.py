@@ -16,19 +16,16 @@ detokenized BLEU with its signature and the paper's tokenized BLEU with compound
 import argparse
 import json
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
+import tensorflow as tf
+import tqdm
 
-import tensorflow as tf  # noqa: E402
-import tqdm  # noqa: E402
-
-from t2t_lite import decoding, metrics  # noqa: E402
-from t2t_lite.bin import flags  # noqa: E402
-from t2t_lite.hparams import HParamsError  # noqa: E402
-from t2t_lite.problem import ProblemError  # noqa: E402
-from t2t_lite.registry import RegistryError  # noqa: E402
+from t2t_lite import decoding, metrics
+from t2t_lite.bin import flags
+from t2t_lite.hparams import HParamsError
+from t2t_lite.problem import ProblemError
+from t2t_lite.registry import RegistryError
 
 logger = logging.getLogger("t2t-lite-decode")
 

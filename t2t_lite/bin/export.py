@@ -7,20 +7,17 @@ The `serving_default` signature takes a batch of UTF-8 strings and returns the t
 ("outputs") and their scores; `translate_ids` takes and returns token ids. Tokenization, beam
 search and detokenization all run in the graph. Beam size, alpha and the extra output length
 default to hparams.json's, else the problem's (the paper: 4, 0.6, 50); inputs longer than
---max_input_length tokens (default: hparams max_length) are cut. See docs/serving.md.
+--max_input_length tokens (default: hparams max_length) are cut. See README, "Serving with TensorFlow Serving".
 """
 import argparse
 import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is imported.
-
-from t2t_lite import decoding, export  # noqa: E402
-from t2t_lite.bin import flags  # noqa: E402
-from t2t_lite.hparams import HParamsError  # noqa: E402
-from t2t_lite.problem import ProblemError  # noqa: E402
-from t2t_lite.registry import RegistryError  # noqa: E402
+from t2t_lite import decoding, export
+from t2t_lite.bin import flags
+from t2t_lite.hparams import HParamsError
+from t2t_lite.problem import ProblemError
+from t2t_lite.registry import RegistryError
 
 
 def parse_args(argv):

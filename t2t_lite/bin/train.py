@@ -9,7 +9,6 @@ trained with other hparams) exits with status 2 and a one-line message.
 """
 import argparse
 import logging
-import os
 import sys
 
 HELP = {
@@ -101,7 +100,6 @@ def _fail(message):
 
 def main(argv=None):
   args = parse_args(argv)
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import t2t_lite
   from t2t_lite import trainer
   from t2t_lite.hparams import HParamsError
