@@ -52,7 +52,8 @@ class TranslationModule(tf.Module):
   Not XLA-compiled by default: TF Serving runs XLA:CPU only with its experimental
   --xla_cpu_compilation_enabled flag, string ops cannot be compiled, and a compiled beam search
   is compiled again for every new (batch, length) shape a client sends (the measurements are in
-  README, "Serving with TensorFlow Serving"). `jit_compile=True` compiles the beam search alone, for that comparison.
+  README, "Serving with TensorFlow Serving"). `jit_compile=True` compiles the beam search
+  alone, for that comparison.
   """
 
   def __init__(self, translator, *, jit_compile=False, name="translation"):
