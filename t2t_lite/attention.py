@@ -8,6 +8,8 @@ by the helpers below and broadcast over heads and queries.
 import keras
 import tensorflow as tf
 
+from t2t_lite.dropout import Dropout
+
 NEG_INF = -1e9
 
 
@@ -58,7 +60,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.key_dense.build(memory_shape or query_shape)
     self.value_dense.build(memory_shape or query_shape)
     self.output_dense.build([None, None, heads, v])
-    self.weight_dropout = keras.layers.Dropout(self.dropout)
+    self.weight_dropout = Dropout(self.dropout)
 
   def _fused_projection(self, x, layers):
     """Applies several of the [D, H, *] projections to the same x [B, T, D] as ONE matmul.

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite.attention import MultiHeadAttention, cache_bias, causal_bias, padding_bias
+from t2t_lite.dropout import Dropout
 from t2t_lite.embedding import PositionEncoding, SharedEmbedding
 
 LAYER_NORM_EPSILON = 1e-6
@@ -26,7 +27,7 @@ class FeedForward(keras.layers.Layer):
     self.outer = keras.layers.Dense(self.d_model, name="outer")
     self.inner.build(input_shape)
     self.outer.build(list(input_shape[:-1]) + [self.d_ff])
-    self.dropout = keras.layers.Dropout(self.relu_dropout)
+    self.dropout = Dropout(self.relu_dropout)
 
   def call(self, x, training=None):
     return self.outer(self.dropout(self.inner(x), training=training))  # [B, T, F] -> [B, T, D]
@@ -44,7 +45,7 @@ class _Block(keras.layers.Layer):
   def __init__(self, hparams, **kwargs):
     super().__init__(**kwargs)
     self.hparams = hparams
-    self.residual_dropout = keras.layers.Dropout(hparams.dropout)
+    self.residual_dropout = Dropout(hparams.dropout)
 
   def _attention(self, name):
     hp = self.hparams
@@ -155,7 +156,7 @@ class Transformer(keras.Model):
     self.encoder_positions, self.decoder_positions = (
         PositionEncoding(hp.position_encoding, hp.max_length, hp.d_model, name=f"{side}_positions")
         for side in ("encoder", "decoder"))
-    self.input_dropout = keras.layers.Dropout(hp.dropout)
+    self.input_dropout = Dropout(hp.dropout)
     for i in range(hp.num_layers):
       setattr(self, f"encoder_{i}", EncoderLayer(hp, name=f"encoder_{i}"))
       setattr(self, f"decoder_{i}", DecoderLayer(hp, name=f"decoder_{i}"))
