@@ -505,7 +505,7 @@ class Trainer:
         break
       if self._any_worker(time.time() - last_save >= config.checkpoint_every_minutes * 60):
         self.save()
-        last_save = run_start = time.time()
+        last_save = time.time()
     if self.manager.latest_checkpoint is None or self.step != _checkpoint_step(
         self.manager.latest_checkpoint):
       self.save()

@@ -145,6 +145,17 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(reverse_dir, tmp_path
     assert np.all(np.isfinite(reader.get_tensor(name))), name
 
 
+def test_time_budget_stops_the_run_even_with_frequent_checkpoints(reverse_dir, tmp_path):
+  """train_minutes counts from the start of training; saving a checkpoint does not restart it."""
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  model_dir = str(tmp_path / "budget")
+  config = _config(model_dir, 100_000, train_minutes=0.05, checkpoint_every_minutes=1e-9)
+  t, result, lines = _train(problem, reverse_dir, config)
+  assert 1 <= t.step < 100_000
+  assert lines[-1] == f"stopping at step {t.step}: the 0.05 minute budget is spent"
+  assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{t.step}")
+
+
 def test_batch_too_small_for_accumulation_is_refused(reverse_dir, tmp_path):
   problem = t2t_lite.get_problem("algorithmic_reverse")
   with pytest.raises(trainer.TrainerError, match=r"256 global tokens / \(1 replicas x 16 "
