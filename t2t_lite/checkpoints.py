@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from t2t_lite import decoding
+from t2t_lite import decoding, files
 
 MODEL = "model"  # The model's name in the checkpoints' object graph (trainer and ours).
 _COPIED = ("hparams.json", "run.json", "manifest.json")
@@ -121,15 +121,14 @@ def average_last(model_dir, num_last, output_dir):
   tf.io.gfile.makedirs(output_dir)
   for name in _COPIED:
     if tf.io.gfile.exists(os.path.join(model_dir, name)):
-      tf.io.gfile.copy(os.path.join(model_dir, name), os.path.join(output_dir, name),
-                       overwrite=True)
+      files.copy(os.path.join(model_dir, name), os.path.join(output_dir, name))
   for path in tf.io.gfile.glob(os.path.join(model_dir, "vocab*")):
-    tf.io.gfile.copy(path, os.path.join(output_dir, os.path.basename(path)), overwrite=True)
+    files.copy(path, os.path.join(output_dir, os.path.basename(path)))
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=loaded.model), output_dir,
                                        max_to_keep=1)
   prefix = manager.save(checkpoint_number=_step_of(checkpoints[-1]))
-  with tf.io.gfile.GFile(os.path.join(output_dir, AVERAGED_FILE), "w") as f:
-    f.write(json.dumps({"averaged": checkpoints, "output": prefix}, indent=2))
+  files.write_text(os.path.join(output_dir, AVERAGED_FILE),
+                   json.dumps({"averaged": checkpoints, "output": prefix}, indent=2))
   return prefix
 
 

@@ -150,6 +150,9 @@ def save(module, export_dir, extra_info=None):
   version = next_version(export_dir)
   path = os.path.join(export_dir, str(version))
   temp_path = os.path.join(export_dir, f".tmp-{version}")
+  if export_dir.startswith("ram://"):
+    # Renaming a ram:// directory drops its files (TF 2.21); nothing polls ram:// anyway.
+    temp_path = path
   if tf.io.gfile.exists(temp_path):
     tf.io.gfile.rmtree(temp_path)
   signatures = {
@@ -161,7 +164,8 @@ def save(module, export_dir, extra_info=None):
   with tf.io.gfile.GFile(os.path.join(temp_path, "assets.extra", SETTINGS_FILE), "w") as f:
     f.write(json.dumps(dict(module.settings(), version=version, **(extra_info or {})),
                        indent=2, sort_keys=True))
-  tf.io.gfile.rename(temp_path, path)
+  if temp_path != path:
+    tf.io.gfile.rename(temp_path, path)
   return path
 
 

@@ -91,9 +91,8 @@ class HParams:
 
   def save(self, path):
     """Writes hparams.json; `path` may be any tf.io.gfile path (local, gs://, ram://)."""
-    import tensorflow as tf  # Imported here so that `import t2t_lite` stays light for the CLIs.
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(self.to_json())
+    from t2t_lite import files  # Imports TF: here so that `import t2t_lite` stays light.
+    files.write_text(path, self.to_json())
 
   @classmethod
   def load(cls, path):

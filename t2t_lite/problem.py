@@ -36,7 +36,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import inputs, tokenizer
+from t2t_lite import files, inputs, tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ class Problem:
     stats = {split: self._prepare_split(split, data_dir, raw_dir) for split in SPLITS}
     manifest = {"problem": self.name, "format": _FORMAT_VERSION, "settings": self.settings(),
                 "vocab_size": self.tokenizer(data_dir).vocab_size, "splits": stats}
-    with tf.io.gfile.GFile(os.path.join(data_dir, "manifest.json"), "w") as f:
-      f.write(json.dumps(manifest, indent=1))
+    files.write_text(os.path.join(data_dir, "manifest.json"), json.dumps(manifest, indent=1))
     return stats
 
   def _prepare_split(self, split, data_dir, raw_dir):

@@ -41,7 +41,7 @@ import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import losses, optimization
+from t2t_lite import files, losses, optimization
 from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
 
@@ -137,8 +137,7 @@ def _read_json(path):
 
 
 def _write_json(path, value):
-  with tf.io.gfile.GFile(path, "w") as f:
-    f.write(json.dumps(value, indent=2, sort_keys=True))
+  files.write_text(path, json.dumps(value, indent=2, sort_keys=True))
 
 
 def check_saved_hparams(model_dir, hparams, problem=None):
@@ -169,11 +168,11 @@ def write_run_files(model_dir, hparams, run_info, data_dir=None):
   if data_dir:
     for path in sorted(tf.io.gfile.glob(os.path.join(data_dir, "vocab*"))):
       name = os.path.basename(path)
-      tf.io.gfile.copy(path, os.path.join(model_dir, name), overwrite=True)
+      files.copy(path, os.path.join(model_dir, name))
       vocab_files.append(name)
     manifest = os.path.join(data_dir, "manifest.json")
     if tf.io.gfile.exists(manifest):
-      tf.io.gfile.copy(manifest, os.path.join(model_dir, "manifest.json"), overwrite=True)
+      files.copy(manifest, os.path.join(model_dir, "manifest.json"))
   _write_json(os.path.join(model_dir, "run.json"), dict(run_info, vocab_files=vocab_files))
 
 
@@ -480,6 +479,8 @@ class Trainer:
         mean_loss = window_loss / window_steps
         lr = float(self.schedule(step - 1))
         eta = (config.train_steps - step) * elapsed / window_steps
+        if config.train_minutes:  # the run ends at whichever comes first
+          eta = min(eta, max(0.0, config.train_minutes * 60 - (time.time() - run_start)))
         self.log(f"step {step}/{config.train_steps}  loss {mean_loss:.4f}  lr {lr:.3e}  "
                  f"{rate:,.0f} tok/s  grad_norm {grad_norm:.3f}  ETA {_hms(eta)}")
         history.append((step, mean_loss))

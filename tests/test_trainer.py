@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import trainer
+from t2t_lite import export, trainer
 from t2t_lite.bin import train as train_cli
 from t2t_lite.problem import Problem
 
@@ -124,6 +124,15 @@ def test_ram_filesystem_run_writes_and_resumes(reverse_dir):
   assert tf.train.latest_checkpoint(model_dir) == model_dir + "/ckpt-5"
   assert tf.io.gfile.exists(f"{model_dir}/ckpt-3.index")  # kept (keep_checkpoints=20)
 
+  # Decode and export from ram:// too: model_dir alone is enough, the export lands in ram://.
+  texts = ["3 9 4", "5 6"]
+  expected, scores = t2t_lite.translate(model_dir, texts, beam_size=2)
+  assert len(expected) == 2 and np.all(np.isfinite(scores))
+  path = export.export_model_dir(model_dir, "ram://t2t_lite_test/exports", beam_size=2)
+  assert path == "ram://t2t_lite_test/exports/1"
+  served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(texts))
+  assert [s.decode() for s in served["outputs"].numpy()] == expected
+
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(reverse_dir, tmp_path):
   problem = t2t_lite.get_problem("algorithmic_reverse")
@@ -153,6 +162,8 @@ def test_time_budget_stops_the_run_even_with_frequent_checkpoints(reverse_dir, t
   t, result, lines = _train(problem, reverse_dir, config)
   assert 1 <= t.step < 100_000
   assert lines[-1] == f"stopping at step {t.step}: the 0.05 minute budget is spent"
+  etas = re.findall(r"ETA 0:00:(\d\d)$", "\n".join(lines), re.M)  # the budget, not 100k steps
+  assert len(etas) == t.step and all(int(s) <= 3 for s in etas)
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{t.step}")
 
 
@@ -182,7 +193,7 @@ import json, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import t2t_lite
-from t2t_lite import trainer
+from t2t_lite import export, trainer
 data_dir, out_dir, overrides = sys.argv[1:]
 problem = t2t_lite.get_problem("algorithmic_reverse")
 hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
