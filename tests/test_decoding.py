@@ -126,13 +126,16 @@ def test_beam_four_scores_at_least_as_high_as_greedy(decode_fn, seed):
   assert np.all(rescored >= greedy_scores - 1e-4)  # here even sentence by sentence
 
 
-@pytest.mark.parametrize("seed", [2, 3])
+# Random models whose alpha=0 outputs end well before the maximum length (some random models
+# rarely emit EOS at all: then every alpha gives maximum-length outputs and nothing is shown).
+@pytest.mark.parametrize("seed", [3, 4])
 def test_larger_alpha_gives_longer_outputs(decode_fn, seed):
   model, inputs = random_model(seed), random_inputs(16, seed=seed)
   lengths = {}
   for alpha in (0.0, 2.0):
     ids, _ = decode_fn(model, inputs, beam_size=4, alpha=alpha, extra_length=10)
     lengths[alpha] = np.mean([len(strip(r)) for r in ids[:, 0]])
+  assert lengths[0.0] < 10, f"precondition: this model's alpha=0 outputs are long {lengths}"
   assert lengths[2.0] > lengths[0.0] + 1.0, lengths
 
 
