@@ -13,7 +13,8 @@
 # Environment: RAW_DIR (default ../shared/data/multi30k next to the repository), WORK (default
 # /tmp/t2t_lite_multi30k_quality; its data/ is reused across runs, model/ is started afresh),
 # MINUTES, XLA (1 = --xla, default 0: on this 2-core CPU XLA's per-bucket compilations cost more
-# than they save; see README, "XLA and mixed precision").
+# than they save; see README, "XLA and mixed precision"), PRECISION (--mixed_precision: none, the
+# default and the bar's float32, or bf16).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,6 +22,7 @@ RAW_DIR="${RAW_DIR:-$HERE/../../shared/data/multi30k}"
 WORK="${WORK:-/tmp/t2t_lite_multi30k_quality}"
 MINUTES="${MINUTES:-40}"
 XLA="${XLA:-0}"
+PRECISION="${PRECISION:-none}"
 PY="${PYTHON:-python}"
 
 if [[ ! -f "$RAW_DIR/test_2016_flickr.en.gz" ]]; then
@@ -40,7 +42,7 @@ start=$(date +%s)
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints=5 \
   --eval_every=500 --eval_steps=10 --eval_decode_examples=0 --log_every=50 \
-  "$xla_flag" --seed=1 2>&1 | tee "$WORK/train.log"
+  "$xla_flag" --mixed_precision="$PRECISION" --seed=1 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 
 # The last 5 checkpoints (fewer in a smoke run that wrote fewer).
@@ -63,7 +65,7 @@ EOF
 "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg5" --input_file="$WORK/test.en" \
   --output_file="$WORK/test.hyp" --beam_size=4 --alpha=0.6 --no_progress
 
-"$PY" - "$WORK" "$train_seconds" "$num_last" <<'EOF'
+"$PY" - "$WORK" "$train_seconds" "$num_last" "$PRECISION" <<'EOF'
 import json, re, sys
 import sacrebleu
 work, seconds = sys.argv[1], int(sys.argv[2])
@@ -76,5 +78,6 @@ print(json.dumps({"bench": "multi30k_quality", "problem": "multi30k_ende",
                   "split": "test_2016_flickr", "bleu": round(bleu.score, 2),
                   "signature": str(metric.get_signature()), "train_seconds": seconds,
                   "train_steps": steps[-1] if steps else 0, "averaged": int(sys.argv[3]),
+                  "mixed_precision": sys.argv[4],
                   "bar_bleu": 38.4}))
 EOF

@@ -168,6 +168,38 @@ def test_smoothed_loss_equals_hand_computation_and_ignores_padding():
   assert (float(correct), float(count)) == (1.0, 2.0)  # row 0 predicts 0 (not 2), row 1 right
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("jit", [False, True])
+def test_smoothed_loss_gradient_equals_autodiff_of_the_definition(smoothing, jit):
+  # The loss has a hand-written gradient (softmax - q); autodiff of -sum(q * log_softmax) over
+  # non-padding tokens is the reference, with and without XLA.
+  rng = np.random.default_rng(0)
+  logits = tf.constant(rng.normal(0, 3, size=[2, 5, 7]), tf.float32)
+  targets = tf.constant([[3, 1, 6, 0, 0], [2, 2, 5, 4, 1]])  # padding (0) in row 0
+
+  def reference(logits):
+    q = tf.one_hot(targets, 7, on_value=1.0 - smoothing, off_value=smoothing / 6)
+    token_loss = -tf.reduce_sum(q * tf.nn.log_softmax(logits), axis=-1)
+    return tf.reduce_sum(token_loss * tf.cast(targets > 0, tf.float32))
+
+  def ours(logits):
+    return smoothed_cross_entropy(logits, targets, smoothing)[0]
+
+  def value_and_grad(fn):
+    with tf.GradientTape() as tape:
+      tape.watch(logits)
+      value = fn(logits) * 1.7  # a non-unit upstream gradient
+    return value, tape.gradient(value, logits)
+
+  run = tf.function(value_and_grad, jit_compile=True) if jit else value_and_grad
+  value, grad = run(ours)
+  expected_value, expected_grad = value_and_grad(reference)
+  np.testing.assert_allclose(value.numpy(), expected_value.numpy(), rtol=1e-5)
+  np.testing.assert_allclose(grad.numpy(), expected_grad.numpy(), rtol=1e-5, atol=1e-6)
+  assert np.all(grad.numpy()[0, 3:] == 0.0)  # padding gets no gradient
+  assert np.abs(grad.numpy()).max() > 0.1
+
+
 def test_tiny_transformer_memorises_a_copy_task():
   vocab, n, length = 20, 64, 8
   rng = np.random.default_rng(0)
