@@ -66,9 +66,9 @@ class MultiHeadAttention(keras.layers.Layer):
     """Applies one or more of the [D, H, *] projections to the same x [B, T, D] as ONE matmul
     -> a list of [B, T, H, *].
 
-    Same weights and result as calling each EinsumDense layer. A flat [B*T, D] x [D, H*(K+K+V)]
-    matmul keeps the CPU's matrix units busier than three narrow ones, and without XLA it runs
-    ~2x faster than tf.einsum, whose backward pass transposes (the concat is ~1% of the matmul).
+    Same weights and result as calling each EinsumDense layer. One flat [B*T, D] x
+    [D, H*(K+K+V)] matmul keeps the CPU's matrix units busier than three narrow ones, and oneDNN
+    fuses its bias add (the concat is ~1% of the matmul).
     """
     depth = x.shape[-1]
     kernel = tf.concat([tf.cast(layer.kernel, x.dtype) for layer in layers], axis=-1)
@@ -129,7 +129,8 @@ class MultiHeadAttention(keras.layers.Layer):
     q = q * tf.cast(self.key_depth ** -0.5, q.dtype)
     if cache is not None and not return_attention and query.shape[1] == 1:
       return self._one_query(q, k, v, bias), cache
-    # Heads first, then batched matmuls: faster than einsum without XLA, the same with it.
+    # Heads first, then batched matmuls: without XLA 2x faster than einsum's (4 vs 7.5 ms forward
+    # and backward at [160, 26, 4, 64]); XLA compiles both forms alike.
     q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))  # [B, H, T|S, K|V]
     logits = tf.matmul(q, k, transpose_b=True)  # [B, H, T, S]
     logits = tf.cast(logits, tf.float32)

@@ -24,7 +24,8 @@ def _token_losses(logits, targets, smoothing):
 
   The gradient is written by hand, d loss / d logits = softmax(logits) - q: three passes over
   [B, T, V] where autodiff of the formula took about ten (log-sum-exp, the sum over V, and a
-  dense scatter for the gather) -- a fifth of a CPU training step of a small model without XLA.
+  dense scatter for the gather). Without XLA, forward and backward of a [160, 26, 8000] batch
+  take 105 ms instead of 185 (of a ~1.2 s multi30k training step); XLA fused either form.
   """
   vocab_size = tf.cast(tf.shape(logits)[-1], tf.float32)
   off_value = smoothing / (vocab_size - 1.0)  # q of every other token
@@ -48,8 +49,8 @@ def _token_losses(logits, targets, smoothing):
       flat = tf.reshape(g, [-1, shape[-1]])  # [B*T, V]
       rows = tf.range(tf.shape(flat)[0])
       at = tf.stack([rows, tf.reshape(tf.cast(targets, rows.dtype), [-1])], axis=1)  # [B*T, 2]
-      true_q = tf.reshape(upstream * (1.0 - smoothing - off_value), [-1])  # [B*T]
-      return tf.reshape(tf.tensor_scatter_nd_sub(flat, at, true_q), shape)
+      difference = tf.reshape(upstream * (1.0 - smoothing - off_value), [-1])  # [B*T]
+      return tf.reshape(tf.tensor_scatter_nd_sub(flat, at, difference), shape)
 
     return loss, grad
 
