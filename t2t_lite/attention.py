@@ -103,15 +103,9 @@ class MultiHeadAttention(keras.layers.Layer):
     `cache_rows` int [B, L] (beam search without cache reordering, see beam_search.py): row b's
     key/value of slot t is read from cache row cache_rows[b, t]; the new one is written to row b.
     """
-    if memory is None and cache is None:  # self-attention over a whole sequence
-      q, k, v = self._project(
-          query, [self.query_dense, self.key_dense, self.value_dense])  # [B, T, H, K/K/V]
-    elif cache is not None and decode_index is not None:
+    if cache is not None and decode_index is not None:  # one step of cached self-attention
       q, k_new, v_new = self._project(
           query, [self.query_dense, self.key_dense, self.value_dense])  # [B, 1, H, K/K/V]
-    else:
-      q, = self._project(query, [self.query_dense])  # [B, T, H, K]
-    if cache is not None and decode_index is not None:
       batch = tf.shape(query)[0]
       at = tf.stack([tf.range(batch), tf.fill([batch], decode_index)], axis=1)  # [B, 2]
       cache = {"k": tf.tensor_scatter_nd_update(cache["k"], at, k_new[:, 0]),  # [B, L, H, K]
@@ -121,10 +115,15 @@ class MultiHeadAttention(keras.layers.Layer):
         slots = tf.broadcast_to(tf.range(tf.shape(k)[1])[None], tf.shape(cache_rows))
         where = tf.stack([cache_rows, slots], axis=-1)  # [B, L, 2]
         k, v = tf.gather_nd(k, where), tf.gather_nd(v, where)  # [B, L, H, K], [B, L, H, V]
-    elif cache is not None:
+    elif cache is not None:  # encoder-decoder attention to cached memory keys / values
+      q, = self._project(query, [self.query_dense])  # [B, T, H, K]
       k, v = cache["k"], cache["v"]  # [B, S, H, K], [B, S, H, V]
-    elif memory is not None:
+    elif memory is not None:  # encoder-decoder attention
+      q, = self._project(query, [self.query_dense])  # [B, T, H, K]
       k, v = self.project_memory(memory)  # [B, S, H, K], [B, S, H, V]
+    else:  # self-attention over a whole sequence
+      q, k, v = self._project(
+          query, [self.query_dense, self.key_dense, self.value_dense])  # [B, T, H, K/K/V]
 
     q = q * tf.cast(self.key_depth ** -0.5, q.dtype)
     if cache is not None and not return_attention and query.shape[1] == 1:
