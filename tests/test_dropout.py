@@ -22,8 +22,9 @@ def test_keep_fraction_matches_rate(rate):
 
 
 def test_masks_of_different_seeds_are_independent():
-  a, b, c = mask(0.5, [7, 0]), mask(0.5, [7, 1]), mask(0.5, [8, 0])
-  for x, y in [(a, b), (a, c), (b, c)]:
+  # [7, 1024]: the trainer's next micro-batch (counters advance by 1024 per micro-batch).
+  a, b, c, d = mask(0.5, [7, 0]), mask(0.5, [7, 1]), mask(0.5, [8, 0]), mask(0.5, [7, 1024])
+  for x, y in [(a, b), (a, c), (b, c), (a, d), (b, d)]:
     # Independent fair coins agree half the time.
     assert abs((x == y).mean() - 0.5) < 3e-3
   # No structure along any axis: every position's keep rate is near 0.5 across the rest.
