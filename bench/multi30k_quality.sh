@@ -4,8 +4,9 @@
 # Trains d_model 256, 3+3 layers, d_ff 1024, 4 heads on multi30k_ende (joint 8k BPE, ~4k-token
 # batches, warmup 800, a checkpoint every 2 minutes) for MINUTES (default 40) of wall-clock time,
 # averages the last 5 checkpoints, decodes test_2016_flickr with beam 4 / alpha 0.6 and prints
-# one JSON line with sacrebleu's BLEU. The bar (issue 4): a PyTorch model of the same size,
-# trained the same way on this machine for 40 minutes, reaches 38.4.
+# one JSON line with sacrebleu's BLEU, the steps trained and the CPU steal time during training.
+# The bar (issue 4): a PyTorch model of the same size, trained the same way on this machine for
+# 40 minutes, reaches 38.4.
 #
 #   bash bench/multi30k_quality.sh                 # 40 minutes
 #   MINUTES=2 WORK=/tmp/q bash bench/multi30k_quality.sh   # a smoke run
@@ -34,6 +35,10 @@ rm -rf "$WORK/model" "$WORK/avg5"
 xla_flag="--noxla"
 [[ "$XLA" == 1 ]] && xla_flag="--xla"
 
+# CPU time the hypervisor gave to other guests ("steal"), as a fraction of all CPU time during
+# training: on a shared VM it varies from run to run (0 to 50% here) and the step count with it.
+cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
+ticks_before=$(cpu_ticks)
 start=$(date +%s)
 "$PY" -m t2t_lite.bin.train \
   --problem=multi30k_ende --hparams=transformer_base \
@@ -44,6 +49,7 @@ start=$(date +%s)
   --eval_every=500 --eval_steps=10 --eval_decode_examples=0 --log_every=50 \
   "$xla_flag" --mixed_precision="$PRECISION" --seed=1 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
+ticks_after=$(cpu_ticks)
 
 # The last 5 checkpoints (fewer in a smoke run that wrote fewer).
 num_last=$("$PY" -c "import sys, tensorflow as tf
@@ -65,10 +71,14 @@ EOF
 "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg5" --input_file="$WORK/test.en" \
   --output_file="$WORK/test.hyp" --beam_size=4 --alpha=0.6 --no_progress
 
-"$PY" - "$WORK" "$train_seconds" "$num_last" "$PRECISION" <<'EOF'
+"$PY" - "$WORK" "$train_seconds" "$num_last" "$PRECISION" "$ticks_before" "$ticks_after" <<'EOF'
 import json, re, sys
 import sacrebleu
 work, seconds = sys.argv[1], int(sys.argv[2])
+before, after = sys.argv[5].split(), sys.argv[6].split()  # [steal, total] ticks, or empty
+steal = None
+if before and after and int(after[1]) > int(before[1]):
+  steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
 hyps = open(f"{work}/test.hyp", encoding="utf-8").read().splitlines()
 refs = open(f"{work}/test.de", encoding="utf-8").read().splitlines()
 metric = sacrebleu.metrics.BLEU()
@@ -78,6 +88,6 @@ print(json.dumps({"bench": "multi30k_quality", "problem": "multi30k_ende",
                   "split": "test_2016_flickr", "bleu": round(bleu.score, 2),
                   "signature": str(metric.get_signature()), "train_seconds": seconds,
                   "train_steps": steps[-1] if steps else 0, "averaged": int(sys.argv[3]),
-                  "mixed_precision": sys.argv[4],
+                  "mixed_precision": sys.argv[4], "cpu_steal": steal,
                   "bar_bleu": 38.4}))
 EOF

@@ -141,7 +141,6 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(reverse_dir, tmp_path
   with pytest.raises(trainer.TrainerError) as error:
     _train(problem, reverse_dir, config, TINY + ",learning_rate=1e30")
   message = str(error.value)
-  match = re.match(r"loss became (nan|inf) between steps (\d+) and \2\+?", message)
   assert message.startswith("loss became ") and "last good checkpoint" in message, message
   latest = tf.train.latest_checkpoint(model_dir)
   assert latest is not None and latest in message
