@@ -36,7 +36,8 @@ xla_flag="--noxla"
 [[ "$XLA" == 1 ]] && xla_flag="--xla"
 
 # CPU time the hypervisor gave to other guests ("steal"), as a fraction of all CPU time during
-# training: on a shared VM it varies from run to run (0 to 50% here) and the step count with it.
+# training: on a shared VM it varies from run to run (top showed 50% during one run here), and
+# the step count with it.
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
 ticks_before=$(cpu_ticks)
 start=$(date +%s)
