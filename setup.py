@@ -11,15 +11,20 @@ setup(
         "tensorflow>=2.18,<2.22",
         "tensorflow-text>=2.18,<2.22",
         "keras>=3.6",
-        "keras-hub>=0.20",
         "tensorflow-datasets>=4.9",
+        # TFDS's builders import these at preparation time but do not declare them.
+        "importlib_resources>=5",
+        "dm-tree>=0.1.8",
+        "tensorboard>=2.18",  # `tensorboard --logdir=<model_dir>` (TensorBoard's own reader).
         "sacrebleu>=2.4",
+        "sacremoses>=0.1",  # Moses tokenizer.perl, for the paper-style tokenized BLEU.
         "sentencepiece>=0.2",
         "matplotlib>=3.7",
         "tqdm>=4.60",
     ],
     # gRPC clients of TF Serving also want `tensorflow-serving-api` (see README); not needed here.
-    extras_require={"test": ["pytest>=8"]},
+    # keras-hub: only bench/train_throughput.py's comparison model uses it.
+    extras_require={"test": ["pytest>=8", "keras-hub>=0.20"], "bench": ["keras-hub>=0.20"]},
     entry_points={
         "console_scripts": [
             "t2t-lite-train=t2t_lite.bin.train:main",

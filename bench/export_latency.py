@@ -3,10 +3,10 @@
   python bench/export_latency.py [--jit_compile] [--export_dir=DIR]
 
 Exports the model with `t2t_lite.export` (beam 4, alpha 0.6, output up to input + 50 tokens),
-then, in a fresh Python process that imports only tensorflow and tensorflow_text (as TF Serving
-would hold the graph), measures: the SavedModel load time, the first request (one batch of 8
-sentences through `serving_default`; includes any graph optimisation or XLA compilation), and
-the per-batch latency of later requests: `serving_default` with 1 and 8 sentences, and
+then, in a fresh Python process that imports only tensorflow and tensorflow_text and loads the
+SavedModel the way tensorflow_model_server does (the TF1 session loader), measures: the load
+time, the first request (one batch of 8 sentences through `serving_default`; includes any graph
+optimisation or XLA compilation), and the median per-batch latency of later requests: `serving_default` with 1 and 8 sentences, and
 `translate_ids` with 1 and 32 sentences; every source is 32 tokens long (31 words + EOS: the
 decode benchmark's shapes).
 Random weights almost never emit EOS, so every output runs to its maximum length (the worst
@@ -30,38 +30,49 @@ from t2t_lite import decoding, export, tokenizer  # noqa: E402
 VOCAB_SIZE = 32000
 
 # Runs in the fresh process: argv = [saved model path, repeats, JSON list of 8 sentences].
+# Loads the model as tensorflow_model_server does (the TF1 session loader: import the MetaGraph,
+# restore the variables, run the init op) and runs each signature by tensor name.
 _CLIENT = r"""
 import json, sys, time
 start = time.perf_counter()
+import numpy as np
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops, as the server links them)
 path, repeats, sentences = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 imported = time.perf_counter()
-loaded_model = tf.saved_model.load(path)
-text_fn = loaded_model.signatures["serving_default"]
-ids_fn = loaded_model.signatures["translate_ids"]
+session = tf.compat.v1.Session(graph=tf.Graph())
+with session.graph.as_default():
+  meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
 loaded = time.perf_counter()
-first = text_fn(inputs=tf.constant(sentences))
+
+def signature(name):
+  signature_def = meta_graph.signature_def[name]
+  fetches = {key: info.name for key, info in signature_def.outputs.items()}
+  return lambda inputs: session.run(fetches, {signature_def.inputs["inputs"].name: inputs})
+
+text_fn, ids_fn = signature("serving_default"), signature("translate_ids")
+first = text_fn(np.array(sentences, dtype=object))
 first_done = time.perf_counter()
 assert "t2t_lite" not in sys.modules and "sentencepiece" not in sys.modules
 
 def timed(fn, inputs):
-  fn(inputs=inputs)  # Not the first call of this shape any more.
+  fn(inputs)  # Not the first call of this shape any more.
   times = []
   for _ in range(repeats):
     begin = time.perf_counter()
-    out = fn(inputs=inputs)
+    out = fn(inputs)
     times.append(time.perf_counter() - begin)
-  return min(times), out
+  return sorted(times)[len(times) // 2], out  # the median
 
-ids = tf.random.stateless_uniform([32, 32], [1, 2], 3, 30000, tf.int32)  # random tokens
-ids = tf.concat([ids[:, :31], tf.ones([32, 1], tf.int32)], axis=1)  # 31 tokens + EOS
-text1, _ = timed(text_fn, tf.constant(sentences[:1]))
-text8, _ = timed(text_fn, tf.constant(sentences))
+rng = np.random.default_rng(1)
+ids = rng.integers(3, 30000, size=[32, 32]).astype(np.int32)  # random tokens
+ids[:, 31] = 1  # 31 tokens + EOS
+text1, _ = timed(text_fn, np.array(sentences[:1], dtype=object))
+text8, _ = timed(text_fn, np.array(sentences, dtype=object))
 ids1, _ = timed(ids_fn, ids[:1])
 ids32, out32 = timed(ids_fn, ids)
 print(json.dumps({
-    "import_s": imported - start, "load_s": loaded - imported,
+    "loader": "tf1_session", "import_s": imported - start, "load_s": loaded - imported,
     "first_request_s": first_done - loaded,
     "text_batch1_s": text1, "text_batch8_s": text8, "ids_batch1_s": ids1, "ids_batch32_s": ids32,
     "ids_batch32_output_length": int(out32["outputs"].shape[1])}))

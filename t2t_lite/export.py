@@ -28,6 +28,7 @@ import json
 import os
 import re
 
+import keras
 import tensorflow as tf
 
 from t2t_lite import decoding
@@ -143,6 +144,12 @@ def next_version(export_dir):
 def save(module, export_dir, extra_info=None):
   """Writes `module` as `<export_dir>/<next version>/`; returns that path.
 
+  Written through `keras.export.ExportArchive`, which lists the Keras variables on the saved
+  root object: TF Serving's loader (the TF1 session path: import the MetaGraph, run the saver's
+  restore op, then the signatures by tensor name) only restores variables reached that way. A
+  plain `tf.saved_model.save` of a module holding Keras 3 layers writes a graph whose restore op
+  misses them ("Could not find variable ..."), although `tf.saved_model.load` hides it.
+
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
@@ -155,11 +162,14 @@ def save(module, export_dir, extra_info=None):
     temp_path = path
   if tf.io.gfile.exists(temp_path):
     tf.io.gfile.rmtree(temp_path)
-  signatures = {
-      "serving_default": module.translate_text.get_concrete_function(),
-      "translate_ids": module.translate_ids.get_concrete_function(),
-  }
-  tf.saved_model.save(module, temp_path, signatures=signatures)
+  archive = keras.export.ExportArchive()
+  archive.track(module.model)
+  archive.track(module.tokenizer)  # Its SentencePiece model or lookup table.
+  for name, function in (("serving_default", module.translate_text),
+                         ("translate_ids", module.translate_ids)):
+    function.get_concrete_function()  # Traced once from its input_signature.
+    archive.add_endpoint(name, function)
+  archive.write_out(temp_path, verbose=False)
   tf.io.gfile.makedirs(os.path.join(temp_path, "assets.extra"))
   with tf.io.gfile.GFile(os.path.join(temp_path, "assets.extra", SETTINGS_FILE), "w") as f:
     f.write(json.dumps(dict(module.settings(), version=version, **(extra_info or {})),

@@ -33,9 +33,13 @@ REQUEST = [b"a man rides the horse", "ein hund läuft über die straße".encode(
 # What each element means as text: invalid bytes are replaced by U+FFFD, one per bad byte.
 REQUEST_TEXT = [r.decode("utf-8", errors="replace") for r in REQUEST]
 
-# Runs in a fresh interpreter: argv = [SavedModel path, JSON file of the request].
+# Runs in a fresh interpreter: argv = [SavedModel path, JSON file of the requests]. Answers every
+# request twice: through TF Serving's loading path (the TF1 session loader: import the MetaGraph,
+# run the saver's restore op and the init op, then each signature by tensor name) and through
+# the TF2 object-graph loader (`tf.saved_model.load`).
 _CLIENT = r"""
 import base64, json, sys
+import numpy
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import op_def_registry
@@ -59,20 +63,47 @@ tf_text = {op for op in ops - core if op_def_registry.get(op) is not None}
 
 with open(request_file) as f:
   request = json.load(f)
+texts = {name: [base64.b64decode(s) for s in batch] for name, batch in request["text"].items()}
+requests = [("serving_default", name, batch) for name, batch in texts.items()]
+requests.append(("translate_ids", "ids", request["ids"]))
+
+def answer(signature, name, result):
+  if signature == "serving_default":
+    result["outputs"] = [s.decode("utf-8") for s in result["outputs"]]
+  return {key: value.tolist() if hasattr(value, "tolist") else value
+          for key, value in result.items()}
+
+tf1 = {}
+with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+  meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+  for signature, name, batch in requests:
+    signature_def = meta_graph.signature_def[signature]
+    fetches = {key: info.name for key, info in signature_def.outputs.items()}
+    dtype = object if signature == "serving_default" else "int32"
+    feed = {signature_def.inputs["inputs"].name: numpy.array(batch, dtype=dtype)}
+    tf1[name] = answer(signature, name, session.run(fetches, feed))
+
 loaded = tf.saved_model.load(path)
-text = loaded.signatures["serving_default"](
-    inputs=tf.constant([base64.b64decode(s) for s in request["text"]]))
-ids = loaded.signatures["translate_ids"](inputs=tf.constant(request["ids"], tf.int32))
+tf2 = {}
+for signature, name, batch in requests:
+  dtype = tf.string if signature == "serving_default" else tf.int32
+  inputs = tf.constant(batch, dtype, shape=[0] if not len(batch) else None)
+  result = loaded.signatures[signature](inputs=inputs)
+  tf2[name] = answer(signature, name, {k: v.numpy() for k, v in result.items()})
 print(json.dumps({
-    "outputs": [s.decode("utf-8") for s in text["outputs"].numpy()],
-    "scores": text["scores"].numpy().tolist(), "truncated": text["truncated"].numpy().tolist(),
-    "ids_outputs": ids["outputs"].numpy().tolist(), "ids_scores": ids["scores"].numpy().tolist(),
+    "tf1": tf1, "tf2": tf2,
     "core_ops": sorted(core), "tf_text_ops": sorted(tf_text),
     "unregistered_ops": sorted(ops - core - tf_text), "xla_functions": xla_functions,
     "modules": sorted(m for m in sys.modules if m.split(".")[0] in
                       ("t2t_lite", "sentencepiece", "keras_hub", "problems", "hparams")),
 }))
 """
+
+# `saved_model_cli` with TF Text's ops registered, as the model server links them in (the stock
+# saved_model_cli loads no op library, so it cannot import a graph with SentencePiece ops).
+_SAVED_MODEL_CLI_WITH_TF_TEXT = (
+    "import sys; import tensorflow_text; from tensorflow.python.tools import saved_model_cli; "
+    "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()")
 
 
 def _run_cli(argv):
@@ -109,16 +140,37 @@ def export_dir(model_dir, tmp_path_factory):
   return export_dir
 
 
+def _many_sentences(count=1000):
+  rng = random.Random(1)
+  return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 20))).encode()
+          for _ in range(count)]
+
+
+def _decode_cli(model_dir, lines, tmp_path, *flags):
+  """t2t-lite-decode run as its own process on `lines` (bytes) -> its output lines."""
+  (tmp_path / "decode_in.txt").write_bytes(b"".join(line + b"\n" for line in lines))
+  run = subprocess.run(
+      [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir, "--input_file",
+       str(tmp_path / "decode_in.txt"), "--output_file", str(tmp_path / "decode_out.txt"),
+       "--no_progress", *flags], capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  return (tmp_path / "decode_out.txt").read_text(encoding="utf-8").split("\n")[:-1]
+
+
 @pytest.fixture(scope="module")
 def served(model_dir, export_dir, tmp_path_factory):
-  """The request answered by the export loaded in a fresh process with only TF and TF Text."""
+  """The requests answered by the export loaded in a fresh process with only TF and TF Text,
+  through the TF1 session loader (TF Serving's path) and the TF2 loader."""
   source_ids = [t2t_lite.get_problem("multi30k_ende").tokenizer(model_dir).encode(text)
                 for text in REQUEST_TEXT[:2]]
   width = max(map(len, source_ids)) + 2
   ids = [s + [1] + [0] * (width - len(s) - 1) for s in source_ids]  # EOS, then padding
   request_file = tmp_path_factory.mktemp("client") / "request.json"
+  batches = {"hostile": REQUEST, "empty": [], "many": _many_sentences()}
   request_file.write_text(json.dumps({
-      "text": [base64.b64encode(r).decode() for r in REQUEST], "ids": ids}))
+      "text": {name: [base64.b64encode(r).decode() for r in batch]
+               for name, batch in batches.items()},
+      "ids": ids}))
   client = subprocess.run(
       [sys.executable, "-c", _CLIENT, os.path.join(export_dir, "1"), str(request_file)],
       capture_output=True, text=True, check=False)
@@ -126,28 +178,54 @@ def served(model_dir, export_dir, tmp_path_factory):
   return json.loads(client.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def decoded(model_dir, tmp_path_factory):
+  """What t2t-lite-decode (its own process) prints for the hostile batch, then the 1,000."""
+  lines = _decode_cli(model_dir, REQUEST + _many_sentences(), tmp_path_factory.mktemp("decode"))
+  return {"hostile": lines[:len(REQUEST)], "many": lines[len(REQUEST):]}
+
+
+def test_tf_serving_loader_answers_like_t2t_lite_decode(served, decoded):
+  tf1 = served["tf1"]
+  assert served["modules"] == []  # neither t2t_lite nor the sentencepiece package
+  for name in ("hostile", "many"):
+    assert len(tf1[name]["outputs"]) == len(decoded[name]) > 0
+    for i, (got, expected) in enumerate(zip(tf1[name]["outputs"], decoded[name])):
+      assert got == expected, f"{name}[{i}]"
+  assert tf1["empty"] == {"outputs": [], "scores": [], "truncated": []}
+  assert len(decoded["many"]) == 1000 and sum(map(bool, decoded["many"])) == 1000
+
+
+def test_tf1_and_tf2_loaders_give_the_same_answers(served):
+  for name in ("hostile", "empty", "many", "ids"):
+    tf1, tf2 = served["tf1"][name], served["tf2"][name]
+    assert tf1["outputs"] == tf2["outputs"] and tf1["truncated"] == tf2["truncated"], name
+    assert tf1["scores"] == pytest.approx(tf2["scores"], abs=1e-5), name
+
+
 def test_fresh_process_translates_like_t2t_lite_translate(model_dir, served):
   texts, scores = decoding.translate(model_dir, REQUEST_TEXT)
-  assert served["modules"] == []  # neither t2t_lite nor the sentencepiece package was needed
-  assert served["outputs"] == texts
-  assert served["scores"] == pytest.approx(scores, abs=1e-4)
+  answer = served["tf1"]["hostile"]
+  assert answer["outputs"] == texts
+  assert answer["scores"] == pytest.approx(scores, abs=1e-4)
   assert sum(bool(t) for t in texts) == len(texts) - 2  # only "" and " \t " give no output
 
 
 def test_every_element_of_a_hostile_batch_gets_an_output(served):
-  assert len(served["outputs"]) == len(served["scores"]) == len(REQUEST)
-  assert served["truncated"] == [i == REQUEST.index(LONG.encode()) for i in range(len(REQUEST))]
-  assert served["outputs"][2:4] == ["", ""] and served["scores"][2:4] == [0.0, 0.0]
-  assert all(s < 0 for i, s in enumerate(served["scores"]) if i not in (2, 3))
+  answer = served["tf1"]["hostile"]
+  assert len(answer["outputs"]) == len(answer["scores"]) == len(REQUEST)
+  assert answer["truncated"] == [i == REQUEST.index(LONG.encode()) for i in range(len(REQUEST))]
+  assert answer["outputs"][2:4] == ["", ""] and answer["scores"][2:4] == [0.0, 0.0]
+  assert all(s < 0 for i, s in enumerate(answer["scores"]) if i not in (2, 3))
 
 
 def test_translate_ids_signature_returns_the_same_best_outputs(model_dir, served):
   vocab = t2t_lite.get_problem("multi30k_ende").tokenizer(model_dir)
-  ids = served["ids_outputs"]
-  assert len(ids) == 2 and min(len(row) for row in ids) >= 1
-  assert [vocab.decode(row) for row in ids] == served["outputs"][:2]
-  assert served["ids_scores"] == pytest.approx(served["scores"][:2], abs=1e-4)
-  assert all(1 not in row for row in ids)  # EOS is not part of the output ids
+  ids, text = served["tf1"]["ids"], served["tf1"]["hostile"]
+  assert len(ids["outputs"]) == 2 and min(len(row) for row in ids["outputs"]) >= 1
+  assert [vocab.decode([t for t in row if t]) for row in ids["outputs"]] == text["outputs"][:2]
+  assert ids["scores"] == pytest.approx(text["scores"][:2], abs=1e-4)
+  assert all(1 not in row for row in ids["outputs"])  # EOS is not part of the output ids
 
 
 def test_graph_holds_only_core_tensorflow_and_tf_text_ops(served):
@@ -160,7 +238,46 @@ def test_graph_holds_only_core_tensorflow_and_tf_text_ops(served):
   assert served["xla_functions"] == []
 
 
-def test_saved_model_cli_lists_the_string_signature(export_dir):
+def test_saved_model_cli_run_prints_the_translations(model_dir, export_dir, decoded, tmp_path):
+  """`saved_model_cli run` (the TF1 session loader) on the SentencePiece export."""
+  import numpy as np
+  np.save(tmp_path / "inputs.npy", np.array(REQUEST, dtype=object))
+  run = subprocess.run(
+      [sys.executable, "-c", _SAVED_MODEL_CLI_WITH_TF_TEXT, "run", "--dir",
+       os.path.join(export_dir, "1"), "--tag_set", "serve", "--signature_def", "serving_default",
+       "--inputs", f"inputs={tmp_path / 'inputs.npy'}", "--outdir", str(tmp_path / "out")],
+      capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  outputs = np.load(tmp_path / "out" / "outputs.npy", allow_pickle=True)
+  assert [o.decode("utf-8") for o in outputs] == decoded["hostile"]
+  truncated = np.load(tmp_path / "out" / "truncated.npy").tolist()
+  assert truncated == [r == LONG.encode() for r in REQUEST]
+
+
+def test_stock_saved_model_cli_runs_a_word_vocabulary_export(tmp_path):
+  """The unmodified `saved_model_cli run` binary (no TF Text needed for a word vocabulary)."""
+  hparams = t2t_lite.get_hparams("transformer_tiny")
+  model_dir = str(tmp_path / "model")
+  trainer.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
+  keras.utils.set_random_seed(8)  # Random weights whose outputs are not empty.
+  model = t2t_lite.build_model(hparams, t2t_lite.get_problem("algorithmic_reverse").tokenizer()
+                               .vocab_size)
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir, 1).save(5)
+  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", str(tmp_path / "export")])
+  assert code == 0, err
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  run = subprocess.run(
+      [cli, "run", "--dir", out.strip(), "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs", 'inputs=["3 1 4 1 5", "", "9 2 6"]'],
+      capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  printed = run.stdout.split("Result for output key outputs:")[1].split("Result for")[0]
+  expected = _decode_cli(model_dir, [b"3 1 4 1 5", b"", b"9 2 6"], tmp_path)
+  assert expected[1] == "" and expected[0] and expected[2]
+  assert " ".join(printed.split()) == "[" + " ".join(f"b'{e}'" for e in expected) + "]"
+
+
+def test_saved_model_cli_show_lists_the_string_signature(export_dir):
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
   shown = subprocess.run([cli, "show", "--all", "--dir", os.path.join(export_dir, "1")],
                          capture_output=True, text=True, check=True).stdout

@@ -8,7 +8,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-import tensorflow_datasets as tfds
 
 import t2t_lite
 from problems import multi30k
@@ -162,28 +161,6 @@ def test_non_utf8_line_is_reported_with_file_and_line(tmp_path):
   raw_dir = _fake_multi30k(tmp_path / "raw", {"test_2016_flickr.en.gz": b"ok\nfine\n\xff\xfe\n"})
   with pytest.raises(ProblemError, match=r"test_2016_flickr\.en\.gz:3: not UTF-8"):
     _small_ende().prepare(str(tmp_path / "data"), str(raw_dir))
-
-
-@pytest.mark.parametrize("name,vocab_type", [("wmt_ende", "bpe"), ("wmt_enfr", "unigram")])
-def test_wmt_batches_through_tfds(tmp_path, name, vocab_type):
-  problem = t2t_lite.get_problem(name)
-  data_dir = str(tmp_path / "data")
-  with tfds.testing.mock_data(num_examples=24):
-    stats = problem.prepare(data_dir, str(tmp_path / "tfds"))
-  assert {split: s["examples"] for split, s in stats.items()} == {
-      "train": 24, "dev": 24, "test": 24}
-  assert problem.manifest(data_dir)["settings"]["vocab_type"] == vocab_type
-  assert len(problem.text_pairs("test", data_dir)) == 24
-  tok = problem.tokenizer(data_dir)
-  source, target = problem.text_pairs("dev", data_dir)[0]
-  assert tok.decode(tok.encode(target)) == normalize(target)
-  hparams = t2t_lite.get_hparams("transformer_tiny")
-  batch = next(iter(problem.dataset("train", data_dir, hparams, training=True, seed=0,
-                                    batch_tokens=512)))
-  targets = batch["targets"].numpy()
-  assert targets.size <= 512 and batch["inputs"].numpy().size <= 512
-  lengths = np.count_nonzero(targets, axis=1)
-  assert (targets[np.arange(len(targets)), lengths - 1] == EOS).all()
 
 
 def test_algorithmic_problems_are_generated_deterministically(tmp_path):

@@ -392,8 +392,19 @@ def test_cli_refuses_to_resume_another_problem(tmp_path, capsys):
                  "'algorithmic_copy', not 'algorithmic_reverse': use a new --model_dir\n")
 
 
-def test_cli_requires_problem_and_dirs(capsys):
+def test_cli_requires_a_problem(capsys):
   with pytest.raises(SystemExit) as exit_:
-    train_cli.main(["--problem=algorithmic_reverse"])
+    train_cli.main(["--hparams=transformer_tiny"])
   assert exit_.value.code == 2
-  assert "--data_dir, --model_dir required" in capsys.readouterr().err
+  assert "--problem is required (or --list)" in capsys.readouterr().err
+
+
+def test_cli_puts_data_and_run_under_t2t_lite_home(tmp_path):
+  args = train_cli.parse_args(["--problem=wmt_ende", "--hparams=transformer_big"])
+  chosen = train_cli.default_dirs(args, {"T2T_LITE_HOME": str(tmp_path)})
+  assert chosen == ["data_dir", "model_dir"]
+  assert args.data_dir == str(tmp_path / "data" / "wmt_ende")
+  assert args.model_dir == str(tmp_path / "runs" / "wmt_ende-transformer_big")
+  args = train_cli.parse_args(["--problem=wmt_ende", f"--model_dir={tmp_path}/m"])
+  assert train_cli.default_dirs(args, {}) == ["data_dir"]
+  assert args.data_dir.endswith("/t2t_lite/data/wmt_ende") and args.model_dir == f"{tmp_path}/m"

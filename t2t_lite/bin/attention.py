@@ -89,7 +89,7 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
   return paths
 
 
-def main(argv=None):
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(prog="t2t-lite-attention", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser)
   parser.add_argument("--text", required=True, help="the source sentence")
@@ -97,7 +97,11 @@ def main(argv=None):
                       help="the output to show (default: the model's own translation)")
   parser.add_argument("--output_dir", required=True, help="where the PNG files go")
   flags.add_beam_flags(parser)
-  args = parser.parse_args(argv)
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
   if not args.text.strip():
     print("t2t-lite-attention: error: --text is empty", file=sys.stderr)
     return 2

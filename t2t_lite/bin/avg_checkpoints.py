@@ -19,7 +19,7 @@ from t2t_lite.problem import ProblemError
 from t2t_lite.registry import RegistryError
 
 
-def main(argv=None):
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(prog="t2t-lite-avg-checkpoints",
                                    description=__doc__.split("\n")[0])
   parser.add_argument("--model_dir", required=True, help="a t2t-lite-train model_dir")
@@ -27,7 +27,11 @@ def main(argv=None):
                       help="how many of the newest checkpoints to average (paper: 5 base, 20 big)")
   parser.add_argument("--output_dir", required=True,
                       help="where the averaged checkpoint and the model_dir files go")
-  args = parser.parse_args(argv)
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
   try:
     prefix = checkpoints.average_last(args.model_dir, args.num_last, args.output_dir)

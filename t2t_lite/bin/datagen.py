@@ -15,7 +15,7 @@ from t2t_lite.problem import ProblemError
 from t2t_lite.registry import RegistryError
 
 
-def main(argv=None):
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(prog="t2t-lite-datagen", description=__doc__.split("\n")[0])
   parser.add_argument("--problem", help="registered problem name (see --list)")
   parser.add_argument("--data_dir", help="where the vocabulary and tokenized data go")
@@ -23,13 +23,18 @@ def main(argv=None):
                       help="raw inputs (downloads, TFDS data, treebank); default per problem")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
   args = parser.parse_args(argv)
+  if not args.list and (not args.problem or not args.data_dir):
+    parser.error("--problem and --data_dir are required (or --list)")
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
   if args.list:
     for name in t2t_lite.list_problems():
       print(name)
     return 0
-  if not args.problem or not args.data_dir:
-    parser.error("--problem and --data_dir are required (or --list)")
   try:
     problem = t2t_lite.get_problem(args.problem)
     stats = problem.prepare(args.data_dir, args.raw_dir)

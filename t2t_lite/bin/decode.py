@@ -31,13 +31,43 @@ logger = logging.getLogger("t2t-lite-decode")
 
 
 def read_lines(path):
-  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines."""
+  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines.
+
+  Lines end at "\n" only (a trailing "\r" is dropped): str.splitlines would also split at
+  U+2028, U+0085 and other separators inside a sentence and shift every later output line.
+  Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning that
+  counts the lines concerned.
+  """
   if path == "-":
-    return [line.rstrip("\r\n") for line in sys.stdin]
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f"{path} does not exist")
-  with tf.io.gfile.GFile(path) as f:
-    return f.read().splitlines()
+    stream = sys.stdin
+    if stream is None:  # Started with stdin closed.
+      data = b""
+    elif hasattr(stream, "buffer"):
+      data = stream.buffer.read()
+    else:  # A text stream without bytes underneath (e.g. io.StringIO).
+      data = stream.read().encode("utf-8", errors="surrogateescape")
+  else:
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"{path} does not exist")
+    with tf.io.gfile.GFile(path, "rb") as f:
+      data = f.read()
+  raw = data.split(b"\n")
+  if raw[-1] == b"":
+    raw.pop()  # The newline that ends the last line.
+  lines, invalid = [], []
+  for number, line in enumerate(raw, 1):
+    if line.endswith(b"\r"):
+      line = line[:-1]
+    try:
+      lines.append(line.decode("utf-8"))
+    except UnicodeDecodeError:
+      lines.append(line.decode("utf-8", errors="replace"))
+      invalid.append(number)
+  if invalid:
+    logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
+                   "replaced by U+FFFD", "stdin" if path == "-" else path, len(invalid),
+                   invalid[0])
+  return lines
 
 
 def write_lines(path, lines):

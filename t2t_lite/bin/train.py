@@ -9,6 +9,7 @@ trained with other hparams) exits with status 2 and a one-line message.
 """
 import argparse
 import logging
+import os
 import sys
 
 HELP = {
@@ -16,10 +17,12 @@ HELP = {
     "hparams": "registered hparams set (see --list), e.g. transformer_base",
     "hparams_overrides": "comma-separated name=value changes to the set, e.g. "
                          "'dropout=0.3,batch_size=4096'; unknown names are refused",
-    "data_dir": "prepared data (vocabulary + TFRecords); prepared here first if it is not",
+    "data_dir": "prepared data (vocabulary + TFRecords); prepared here first if it is not. "
+                "Default: $T2T_LITE_HOME/data/<problem> ($T2T_LITE_HOME: ~/t2t_lite)",
     "raw_dir": "raw data for preparing data_dir (None = the problem's own choice)",
     "model_dir": "checkpoints, hparams.json, run.json, vocabulary and TensorBoard logs; any "
-                 "tf.io.gfile path (local, gs://, ram://). An existing run is resumed",
+                 "tf.io.gfile path (local, gs://, ram://). An existing run is resumed. "
+                 "Default: $T2T_LITE_HOME/runs/<problem>-<hparams>",
     "train_steps": "total optimizer steps (a resumed run continues up to this number)",
     "train_minutes": "also stop (with a checkpoint) after this many minutes of this process's "
                      "wall-clock time (None = no limit)",
@@ -85,12 +88,22 @@ def parse_args(argv=None):
   add("--log_every", type=int, default=100, help=HELP["log_every"])
   add("--list", action="store_true", help=HELP["list"])
   args = parser.parse_args(argv)
-  if not args.list:
-    missing = [f"--{name}" for name in ("problem", "data_dir", "model_dir")
-               if not getattr(args, name)]
-    if missing:
-      parser.error(f"{', '.join(missing)} required (or --list)")
+  if not args.list and not args.problem:
+    parser.error("--problem is required (or --list)")
   return args
+
+
+def default_dirs(args, environ=os.environ):
+  """Fills in --data_dir and --model_dir under $T2T_LITE_HOME; returns the names it chose."""
+  home = environ.get("T2T_LITE_HOME") or os.path.join(os.path.expanduser("~"), "t2t_lite")
+  chosen = []
+  if not args.data_dir:
+    args.data_dir = os.path.join(home, "data", args.problem)
+    chosen.append("data_dir")
+  if not args.model_dir:
+    args.model_dir = os.path.join(home, "runs", f"{args.problem}-{args.hparams}")
+    chosen.append("model_dir")
+  return chosen
 
 
 def _fail(message):
@@ -111,6 +124,8 @@ def main(argv=None):
     print("hparams: ", " ".join(t2t_lite.list_hparams()))
     return 0
   logging.basicConfig(level=logging.INFO, format="%(message)s")
+  for name in default_dirs(args):
+    print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
   try:
     problem = t2t_lite.get_problem(args.problem)
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
