@@ -16,13 +16,14 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_lite import decoding, files
+from t2t_lite.errors import T2TLiteError
 
 MODEL = "model"  # The model's name in the checkpoints' object graph (trainer and ours).
 _COPIED = ("hparams.json", "run.json", "manifest.json")
 AVERAGED_FILE = "averaged.json"  # Which checkpoints went into the average.
 
 
-class CheckpointError(ValueError):
+class CheckpointError(T2TLiteError, ValueError):
   """Too few checkpoints, or checkpoints whose model variables differ (one-line message)."""
 
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from t2t_lite import beam_search as beam_search_lib
 from t2t_lite.hparams import HParams
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
+from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"  # {"problem": name, ...}; written by the trainer (t2t_lite/trainer.py).
 
 
-class DecodingError(ValueError):
+class DecodingError(T2TLiteError, ValueError):
   """A missing model_dir file or checkpoint, or a bad decoding setting (one-line message)."""
 
 

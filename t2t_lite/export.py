@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from t2t_lite import decoding
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
+from t2t_lite.errors import T2TLiteError
 
 SETTINGS_FILE = "t2t_lite_export.json"  # Written to <version>/assets.extra/ for the record.
 _VERSION = re.compile(r"^\d+$")
@@ -40,7 +41,7 @@ _VERSION = re.compile(r"^\d+$")
 _BLANK = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
 
 
-class ExportError(ValueError):
+class ExportError(T2TLiteError, ValueError):
   """A bad export setting or export_dir (one-line message)."""
 
 

@@ -9,8 +9,10 @@ import json
 import typing
 from typing import Optional
 
+from t2t_lite.errors import T2TLiteError
 
-class HParamsError(ValueError):
+
+class HParamsError(T2TLiteError, ValueError):
   """A bad override or an inconsistent set of hyperparameters (one-line message)."""
 
 

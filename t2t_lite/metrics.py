@@ -16,11 +16,13 @@ import re
 from sacrebleu.metrics import BLEU
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
+from t2t_lite.errors import T2TLiteError
+
 _COMPOUND = re.compile(r"(\S)-(\S)")
 _TOKENIZER_13A = Tokenizer13a()
 
 
-class MetricError(ValueError):
+class MetricError(T2TLiteError, ValueError):
   """Mismatched hypotheses and references (one-line message)."""
 
 

@@ -51,6 +51,8 @@ import collections
 import functools
 import re
 
+from t2t_lite.errors import T2TLiteError
+
 # The POS tag given to a word that a (repaired) model output left without a slot.
 UNKNOWN_TAG = "XX"
 # Label of the constituent wrapping several top-level pieces of a repaired output.
@@ -69,7 +71,7 @@ _FUNCTION_TAG_RE = re.compile(r"[-=|]")
 _TARGET_TOKEN_RE = re.compile(r"\(([^\s()]*)|(\))[^\s()]*|([^\s()]+)")
 
 
-class TreeError(ValueError):
+class TreeError(T2TLiteError, ValueError):
   """A malformed tree. str() is one line: `file:line: what is wrong`."""
 
 

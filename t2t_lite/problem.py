@@ -37,6 +37,7 @@ import os
 import tensorflow as tf
 
 from t2t_lite import files, inputs, tokenizer
+from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ _CHUNK = 10000  # Pairs tokenized at once while preparing.
 _MAX_REPORTED = 10  # Pair numbers of empty pairs kept in the manifest.
 
 
-class ProblemError(ValueError):
+class ProblemError(T2TLiteError, ValueError):
   """Missing or bad data, or an unprepared data_dir. str() is one line."""
 
 

@@ -1,8 +1,10 @@
 """Name -> object registries for problems and hparams sets, with "did you mean" errors."""
 import difflib
 
+from t2t_lite.errors import T2TLiteError
 
-class RegistryError(KeyError):
+
+class RegistryError(T2TLiteError, KeyError):
   """An unknown or duplicate name. str() is a one-line, human-readable message."""
 
   def __str__(self):

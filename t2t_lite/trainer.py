@@ -44,12 +44,13 @@ from tensorflow.core.framework import summary_pb2
 from t2t_lite import files, losses, optimization
 from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
+from t2t_lite.errors import T2TLiteError
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
-class TrainerError(ValueError):
+class TrainerError(T2TLiteError, ValueError):
   """A bad configuration, an incompatible model_dir or a diverged run. str() is one line."""
 
 

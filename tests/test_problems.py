@@ -6,7 +6,6 @@ import os
 import urllib.error
 import urllib.request
 
-import numpy as np
 import pytest
 
 import t2t_lite

@@ -24,10 +24,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite import decoding  # noqa: E402
-from t2t_lite.bin import flags  # noqa: E402
-from t2t_lite.hparams import HParamsError  # noqa: E402
-from t2t_lite.problem import ProblemError  # noqa: E402
-from t2t_lite.registry import RegistryError  # noqa: E402
+from t2t_lite.bin import cli, flags  # noqa: E402
+from t2t_lite.errors import T2TLiteError  # noqa: E402
 from t2t_lite.tokenizer import EOS_ID  # noqa: E402
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
@@ -103,15 +101,13 @@ def parse_args(argv=None):
 def main(argv=None):
   args = parse_args(argv)
   if not args.text.strip():
-    print("t2t-lite-attention: error: --text is empty", file=sys.stderr)
-    return 2
+    return cli.fail("t2t-lite-attention", "--text is empty")
   try:
     translator = decoding.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
         extra_length=args.extra_length)
-  except (decoding.DecodingError, HParamsError, ProblemError, RegistryError) as e:
-    print(f"t2t-lite-attention: error: {e}", file=sys.stderr)
-    return 2
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-attention", e, e.exit_status)
   tokenizer = translator.tokenizer
   encoded = translator.encode([args.text])
   if encoded.truncated:

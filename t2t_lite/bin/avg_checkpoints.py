@@ -13,10 +13,9 @@ import json
 import logging
 import sys
 
-from t2t_lite import checkpoints, decoding
-from t2t_lite.hparams import HParamsError
-from t2t_lite.problem import ProblemError
-from t2t_lite.registry import RegistryError
+from t2t_lite import checkpoints
+from t2t_lite.bin import cli
+from t2t_lite.errors import T2TLiteError
 
 
 def parse_args(argv=None):
@@ -35,10 +34,8 @@ def main(argv=None):
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
   try:
     prefix = checkpoints.average_last(args.model_dir, args.num_last, args.output_dir)
-  except (checkpoints.CheckpointError, decoding.DecodingError, HParamsError, ProblemError,
-          RegistryError) as e:
-    print(f"t2t-lite-avg-checkpoints: error: {e}", file=sys.stderr)
-    return 2
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-avg-checkpoints", e, e.exit_status)
   print(json.dumps({"output": prefix, "num_last": args.num_last, "model_dir": args.model_dir}))
   return 0
 

@@ -11,8 +11,8 @@ import logging
 import sys
 
 import t2t_lite
-from t2t_lite.problem import ProblemError
-from t2t_lite.registry import RegistryError
+from t2t_lite.bin import cli
+from t2t_lite.errors import T2TLiteError
 
 
 def parse_args(argv=None):
@@ -38,9 +38,8 @@ def main(argv=None):
   try:
     problem = t2t_lite.get_problem(args.problem)
     stats = problem.prepare(args.data_dir, args.raw_dir)
-  except (RegistryError, ProblemError) as e:
-    print(f"t2t-lite-datagen: error: {e}", file=sys.stderr)
-    return 2
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-datagen", e, e.exit_status)
   summary = {split: {k: s[k] for k in ("pairs", "examples", "empty")} for split, s in stats.items()}
   print(json.dumps({"problem": args.problem, "data_dir": args.data_dir, "splits": summary}))
   return 0

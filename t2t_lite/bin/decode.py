@@ -22,10 +22,8 @@ import tensorflow as tf
 import tqdm
 
 from t2t_lite import decoding, metrics
-from t2t_lite.bin import flags
-from t2t_lite.hparams import HParamsError
-from t2t_lite.problem import ProblemError
-from t2t_lite.registry import RegistryError
+from t2t_lite.bin import cli, flags
+from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger("t2t-lite-decode")
 
@@ -114,10 +112,10 @@ def main(argv=None):
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
         extra_length=args.extra_length, max_input_length=args.max_input_length,
         jit_compile=args.xla)
-  except (decoding.DecodingError, metrics.MetricError, HParamsError, ProblemError,
-          RegistryError, FileNotFoundError) as e:
-    print(f"t2t-lite-decode: error: {e}", file=sys.stderr)
-    return 2
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-decode", e, e.exit_status)
+  except FileNotFoundError as e:
+    return cli.fail("t2t-lite-decode", e)
   loaded = translator.loaded
   logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
               len(lines), loaded.checkpoint, translator.beam_size, translator.alpha,

@@ -13,11 +13,9 @@ import argparse
 import logging
 import sys
 
-from t2t_lite import decoding, export
-from t2t_lite.bin import flags
-from t2t_lite.hparams import HParamsError
-from t2t_lite.problem import ProblemError
-from t2t_lite.registry import RegistryError
+from t2t_lite import export
+from t2t_lite.bin import cli, flags
+from t2t_lite.errors import T2TLiteError
 
 
 def parse_args(argv):
@@ -41,10 +39,8 @@ def main(argv=None):
         args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
         beam_size=args.beam_size, alpha=args.alpha, extra_length=args.extra_length,
         max_input_length=args.max_input_length)
-  except (decoding.DecodingError, export.ExportError, HParamsError, ProblemError,
-          RegistryError) as e:
-    print(f"t2t-lite-export: error: {e}", file=sys.stderr)
-    return 2
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-export", e, e.exit_status)
   print(path)
   return 0
 

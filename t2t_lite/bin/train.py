@@ -106,18 +106,12 @@ def default_dirs(args, environ=os.environ):
   return chosen
 
 
-def _fail(message):
-  print(f"t2t-lite-train: error: {message}", file=sys.stderr)
-  return 2
-
-
 def main(argv=None):
   args = parse_args(argv)
   import t2t_lite
   from t2t_lite import trainer
-  from t2t_lite.hparams import HParamsError
-  from t2t_lite.problem import ProblemError
-  from t2t_lite.registry import RegistryError
+  from t2t_lite.bin import cli
+  from t2t_lite.errors import T2TLiteError
 
   if args.list:
     print("problems:", " ".join(t2t_lite.list_problems()))
@@ -150,8 +144,8 @@ def main(argv=None):
                            metric_fn=trainer.problem_metric_fn(
                                problem, args.data_dir, hparams, args.eval_decode_examples),
                            log=lambda line: print(line, flush=True))
-  except (RegistryError, HParamsError, ProblemError, trainer.TrainerError) as e:
-    return _fail(str(e))
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-train", e, e.exit_status)
   print(f"done: step {result['step']}, checkpoints in {args.model_dir}", flush=True)
   return 0
 

@@ -1,0 +1,18 @@
+"""What every t2t-lite tool does with an expected failure: one line on stderr and an exit status."""
+import sys
+
+from t2t_lite.errors import T2TLiteError
+
+
+def fail(prog, message, exit_status=2):
+  """Prints `prog: error: message` on stderr (one line) and returns the exit status."""
+  print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+  return exit_status
+
+
+def run(prog, body):
+  """Runs body(); a T2TLiteError becomes one line on stderr and its exit status."""
+  try:
+    return body()
+  except T2TLiteError as e:
+    return fail(prog, e, e.exit_status)
