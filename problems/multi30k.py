@@ -12,7 +12,7 @@ import urllib.request
 
 import tensorflow as tf
 
-from t2t_lite.problem import Problem, ProblemError
+from t2t_lite.problem import DownloadError, Problem, ProblemError
 from t2t_lite.registry import register_problem
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -72,7 +72,7 @@ class _Multi30k(Problem):
           f.write(data)
     except (OSError, urllib.error.URLError, tf.errors.OpError) as e:
       reason = str(getattr(e, "reason", e)).splitlines()[0]
-      raise ProblemError(
+      raise DownloadError(
           f"{self.name}: raw_dir {raw_dir} lacks {', '.join(missing)} and downloading them from "
           f"{URL} failed ({reason}); put those files in --raw_dir") from None
 

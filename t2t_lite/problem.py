@@ -52,6 +52,12 @@ class ProblemError(T2TLiteError, ValueError):
   """Missing or bad data, or an unprepared data_dir. str() is one line."""
 
 
+class DownloadError(ProblemError):
+  """Raw data could not be downloaded (no network, a host down): the same command may work later,
+  so the tools exit with the run-time status."""
+  exit_status = 1
+
+
 class Problem:
   """Base class; see the module docstring. Settings may be overridden per instance:
   `Multi30kEnDe(vocab_size=1000, vocab_sample_size=5000)`."""
