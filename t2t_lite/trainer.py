@@ -495,11 +495,13 @@ class Trainer:
       if config.eval_steps and (step % config.eval_every == 0 or step == config.train_steps):
         eval_metrics = self.evaluate()
         self.log(f"eval at step {step}: " + "  ".join(
-            f"{k} {v:.4f}" for k, v in eval_metrics.items() if k != "tokens"))
+            f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
+            for k, v in eval_metrics.items() if k != "tokens"))
         if writers:
           with writers["eval"].as_default(step=step):
             for name, value in eval_metrics.items():
-              _scalar(name, value)
+              if not isinstance(value, str):
+                _scalar(name, value)
       out_of_time = bool(config.train_minutes) and (
           time.time() - run_start >= config.train_minutes * 60)
       if self._any_worker(out_of_time):
@@ -602,7 +604,7 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
     hypotheses, _ = translators[id(model)].translate(sources, batch_size)
     scores = metrics.score(problem, sources, hypotheses, references)
     return {f"dev_{name}": value for name, value in scores.items()
-            if isinstance(value, (int, float))}
+            if isinstance(value, (int, float, str))}
 
   return metric_fn
 
