@@ -28,7 +28,9 @@ model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
                      `optimizer` (Adam slots and iterations = the step), `rng` (dropout seed
                      states), `train_iterator` (the input pipeline's position). To load weights
                      only: tf.train.Checkpoint(model=model).restore(path).expect_partial().
-  train/, eval/      TensorBoard event files (loss, lr, tokens/s, gradient norm; eval metrics).
+  train/, eval/      TensorBoard event files (tf.summary.scalar): train/ loss, learning_rate,
+                     tokens_per_second, gradient_norm; eval/ loss, perplexity, accuracy,
+                     tokens and the dev metrics (dev_bleu, dev_paper_bleu, ...).
 """
 import dataclasses
 import json
@@ -39,7 +41,6 @@ from typing import Optional
 
 import keras
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from t2t_lite import files, losses, optimization
 from t2t_lite.hparams import HParams
@@ -487,10 +488,10 @@ class Trainer:
         history.append((step, mean_loss))
         if writers:
           with writers["train"].as_default(step=step):
-            _scalar("loss", mean_loss)
-            _scalar("learning_rate", lr)
-            _scalar("tokens_per_second", rate)
-            _scalar("gradient_norm", grad_norm)
+            tf.summary.scalar("loss", mean_loss)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("tokens_per_second", rate)
+            tf.summary.scalar("gradient_norm", grad_norm)
         window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
       if config.eval_steps and (step % config.eval_every == 0 or step == config.train_steps):
         eval_metrics = self.evaluate()
@@ -501,7 +502,7 @@ class Trainer:
           with writers["eval"].as_default(step=step):
             for name, value in eval_metrics.items():
               if not isinstance(value, str):
-                _scalar(name, value)
+                tf.summary.scalar(name, value)
       out_of_time = bool(config.train_minutes) and (
           time.time() - run_start >= config.train_minutes * 60)
       if self._any_worker(out_of_time):
@@ -542,15 +543,6 @@ class Trainer:
       if every:
         n = min(n, every - step % every)
     return max(n, 1)
-
-
-def _scalar(name, value):
-  """tf.summary.scalar without needing the tensorboard package: the same event record (a
-  float32 tensor tagged for TensorBoard's scalars plugin)."""
-  metadata = summary_pb2.SummaryMetadata(
-      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-      data_class=summary_pb2.DATA_CLASS_SCALAR)
-  tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
 
 
 def _input_context(strategy):
