@@ -43,6 +43,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite import files, losses, optimization
+from t2t_lite.progress import hms as _hms
 from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
 from t2t_lite.errors import T2TLiteError
@@ -565,11 +566,6 @@ def _checkpoint_step(path):
 def _worker_temp_dir(model_dir, strategy):
   resolver = strategy.cluster_resolver
   return os.path.join(model_dir, f"workertemp_{resolver.task_type}_{resolver.task_id}")
-
-
-def _hms(seconds):
-  seconds = int(max(seconds, 0))
-  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=32):
