@@ -2,13 +2,13 @@
 percent done and ETA; at most one line every `every_seconds`, so a log stays readable and a
 working run can be told from a hung one.
 
-  progress = Progress("wmt_ende train", "pairs", total=4_508_785, every_seconds=10, log=print)
+  progress = Progress("multi30k_ende train", "pairs", total=29_000, every_seconds=10)
   for pair in pairs:
     progress.update()
   progress.done()
 
-prints, every 10 s: "wmt_ende train: 1,200,000 of 4,508,785 pairs (27%), 40,012 pairs/s,
-ETA 0:01:22", and at the end "wmt_ende train: 4,508,785 pairs in 0:01:52 (40,256 pairs/s)".
+logs lines such as "multi30k_ende train: 20,001 of 29,000 pairs (69%), 7,050 pairs/s, ETA
+0:00:01" and, at the end, "multi30k_ende train: 29,000 pairs in 0:00:04 (6,276 pairs/s)".
 """
 import time
 
