@@ -2,17 +2,13 @@
 t2t-lite-decode prints them."""
 import json
 import os
-import random
 import subprocess
 import sys
 
-import keras
 import pytest
 import sacrebleu
-import tensorflow as tf
 
-import t2t_lite
-from t2t_lite import decoding, metrics, tokenizer, trainer
+from t2t_lite import decoding, metrics
 
 # German pairs with hyphenated compounds, ASCII and German quotes, apostrophes, `&`, `|`,
 # brackets, an abbreviation with inner dots and a number with a comma.
@@ -87,25 +83,9 @@ def test_paper_bleu_counts_compound_parts_as_multi_bleu():
     metrics.paper_bleu(["a"], ["a", "b"])
 
 
-def _translation_model_dir(root):
-  """A multi30k_ende model_dir with a small vocabulary and random weights."""
-  rng = random.Random(0)
+def test_decode_prints_both_bleus_labelled(make_random_model_dir, tmp_path):
   words = ["Hund", "Fußball-Spiel", "Kind's", "&", "läuft", "\"schnell\"", "Rad-Tour", "."]
-  texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)]
-  data_dir = str(root / "data")
-  vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
-  hparams = t2t_lite.get_hparams("transformer_tiny")
-  model_dir = str(root / "model")
-  trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
-  keras.utils.set_random_seed(1)
-  model = t2t_lite.build_model(hparams, vocab.vocab_size)
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir,
-                             max_to_keep=1).save(checkpoint_number=1)
-  return model_dir
-
-
-def test_decode_prints_both_bleus_labelled(tmp_path):
-  model_dir = _translation_model_dir(tmp_path)
+  model_dir = make_random_model_dir("bleu", words)
   sources = ["Hund läuft .", "Kind's Rad-Tour", "& Fußball-Spiel"]
   outputs, _ = decoding.translate(model_dir, sources, beam_size=2, extra_length=5)
   # A random model's outputs are too short to score above 0: this checks that the CLI reports
