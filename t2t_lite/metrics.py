@@ -6,7 +6,8 @@ how it was computed:
     signature (nrefs, case, eff, tok, smooth, version): the number to compare across papers.
   * `paper_bleu`: what the Transformer paper reported, computed as tensor2tensor's
     get_ende_bleu.sh does: Moses `tokenizer.perl -l <lang>` on hypotheses and references
-    (sacremoses, its Python port: same rules, same XML escaping of & | < > ' " [ ]), then for
+    (sacremoses, its Python port: same rules, same XML escaping of & | < > ' " [ ]; as in
+    2017, a sentence-final non-breaking prefix keeps its period: see docs/decoding.md), then for
     German the compound split `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`, then
     multi-bleu.perl: corpus BLEU on the tokens as they are, case-sensitive, no smoothing
     (sacrebleu with tokenize="none", smooth_method="none": the same counts and formula).
