@@ -8,7 +8,7 @@ how it was computed:
     get_ende_bleu.sh does: Moses `tokenizer.perl -l <lang>` on hypotheses and references
     (sacremoses, its Python port: same rules, same XML escaping of & | < > ' " [ ]; as in
     2017, a sentence-final non-breaking prefix keeps its period: see docs/decoding.md), then for
-    German the compound split `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`, then
+    German the compound split `perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'`, then
     multi-bleu.perl: corpus BLEU on the tokens as they are, case-sensitive, no smoothing
     (sacrebleu with tokenize="none", smooth_method="none": the same counts and formula).
     EN-FR: the same without the compound split. Tokenized BLEU is higher than detokenized BLEU;

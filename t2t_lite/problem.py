@@ -23,8 +23,9 @@ Public API:
 
 A subclass sets `name`, the class settings below, and implements `raw_pairs(split, raw_dir)`,
 yielding (source, target) text pairs in a stable order (one per line of the raw files, so
-pair i is line i), and may implement `split_size` (the ETA of progress lines). Problems that do not learn a SentencePiece vocabulary override
-`build_vocab` and `tokenizer`; `default_raw_dir` says where raw data goes when not given.
+pair i is line i), and `split_size` when it knows the count (for the ETA of progress lines).
+Problems that do not learn a SentencePiece vocabulary override `build_vocab` and `tokenizer`;
+`default_raw_dir` says where raw data goes when not given.
 
 Nothing is dropped silently: pairs with an empty side are counted and logged at prepare time
 (stored in the manifest, with their pair numbers), and `dataset` logs how many examples it

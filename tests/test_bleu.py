@@ -2,6 +2,7 @@
 t2t-lite-decode prints them."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -107,3 +108,21 @@ def test_decode_prints_both_bleus_labelled(make_random_model_dir, tmp_path):
   assert report["paper_bleu_signature"].startswith(
       "tokenizer.perl -l de (sacremoses ")
   assert "+ ##AT## compound split + multi-bleu (sacreBLEU " in report["paper_bleu_signature"]
+
+
+def test_training_logs_both_bleus_with_signatures(multi30k_data, tmp_path):
+  run = subprocess.run(
+      [os.path.join(os.path.dirname(sys.executable), "t2t-lite-train"),
+       "--problem=multi30k_ende", "--hparams=transformer_tiny",
+       "--hparams_overrides=num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256",
+       f"--data_dir={multi30k_data['multi30k_ende']}", f"--model_dir={tmp_path / 'model'}",
+       "--train_steps=2", "--log_every=2", "--eval_every=2", "--eval_steps=1",
+       "--eval_decode_examples=3", "--noxla"],
+      capture_output=True, text=True, timeout=600)
+  assert run.returncode == 0, run.stderr
+  (line,) = [x for x in run.stdout.splitlines() if x.startswith("eval at step 2: ")]
+  assert re.search(r"  dev_bleu \d+\.\d{4}  dev_bleu_signature sacreBLEU nrefs:1\|case:mixed\|"
+                   r"eff:no\|tok:13a\|smooth:exp\|version:[\d.]+  dev_paper_bleu \d+\.\d{4}  "
+                   r"dev_paper_bleu_signature tokenizer\.perl -l de \(sacremoses [\d.]+\) \+ "
+                   r"##AT## compound split \+ multi-bleu \(sacreBLEU nrefs:1\|case:mixed\|eff:no\|"
+                   r"tok:none\|smooth:none\|version:[\d.]+\)$", line), line
