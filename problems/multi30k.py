@@ -76,10 +76,17 @@ class _Multi30k(Problem):
           f"{self.name}: raw_dir {raw_dir} lacks {', '.join(missing)} and downloading them from "
           f"{URL} failed ({reason}); put those files in --raw_dir") from None
 
-  def raw_pairs(self, split, raw_dir):
+  def _paths(self, split, raw_dir):
+    """The (source, target) files of `split`, downloaded first if missing."""
     self._ensure_raw(raw_dir)
     prefix = os.path.join(raw_dir, _SPLIT_FILES[split])
-    yield from parallel_lines(f"{prefix}.{self.source_lang}.gz", f"{prefix}.{self.target_lang}.gz")
+    return f"{prefix}.{self.source_lang}.gz", f"{prefix}.{self.target_lang}.gz"
+
+  def split_size(self, split, raw_dir):
+    return len(read_lines(self._paths(split, raw_dir)[0]))
+
+  def raw_pairs(self, split, raw_dir):
+    yield from parallel_lines(*self._paths(split, raw_dir))
 
 
 @register_problem("multi30k_ende")

@@ -98,6 +98,9 @@ class _Wmt14(Problem):
           f"{type(e).__name__}: {first_line}") from None
     return builder
 
+  def split_size(self, split, raw_dir):
+    return self._builder(raw_dir).info.splits[_TFDS_SPLITS[split]].num_examples
+
   def raw_pairs(self, split, raw_dir):
     dataset = self._builder(raw_dir).as_dataset(split=_TFDS_SPLITS[split], shuffle_files=False)
     for example in dataset.as_numpy_iterator():
