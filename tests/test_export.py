@@ -18,7 +18,8 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import decoding, export, tokenizer, trainer
+from t2t_lite import decoding, export, tokenizer
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.bin import export as export_cli
 
 _WORDS = ("a man rides horse the dog runs in park woman with red hat over bridge "
@@ -123,7 +124,7 @@ def model_dir(tmp_path_factory):
   vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
   hparams = t2t_lite.get_hparams("transformer_tiny")
   model_dir = str(root / "model")
-  trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
+  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
   keras.utils.set_random_seed(1)
   model = t2t_lite.build_model(hparams, vocab.vocab_size)
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir, max_to_keep=3)
@@ -258,7 +259,7 @@ def test_stock_saved_model_cli_runs_a_word_vocabulary_export(tmp_path):
   """The unmodified `saved_model_cli run` binary (no TF Text needed for a word vocabulary)."""
   hparams = t2t_lite.get_hparams("transformer_tiny")
   model_dir = str(tmp_path / "model")
-  trainer.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
+  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
   keras.utils.set_random_seed(8)  # Random weights whose outputs are not empty.
   model = t2t_lite.build_model(hparams, t2t_lite.get_problem("algorithmic_reverse").tokenizer()
                                .vocab_size)
