@@ -1,5 +1,5 @@
 """The two BLEUs: the paper's (tensor2tensor's get_ende_bleu.sh) and sacreBLEU's, and how
-t2t-lite-decode prints them."""
+t2t-lite-decode and the training log print them."""
 import json
 import os
 import re
