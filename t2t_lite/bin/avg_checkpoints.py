@@ -14,7 +14,7 @@ import logging
 import sys
 
 from t2t_lite import checkpoints
-from t2t_lite.bin import cli
+from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
 
@@ -26,6 +26,7 @@ def parse_args(argv=None):
                       help="how many of the newest checkpoints to average (paper: 5 base, 20 big)")
   parser.add_argument("--output_dir", required=True,
                       help="where the averaged checkpoint and the model_dir files go")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 

@@ -11,7 +11,7 @@ import logging
 import sys
 
 import t2t_lite
-from t2t_lite.bin import cli
+from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
 
@@ -22,6 +22,7 @@ def parse_args(argv=None):
   parser.add_argument("--raw_dir", default=None,
                       help="raw inputs (downloads, TFDS data, treebank); default per problem")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
+  flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and (not args.problem or not args.data_dir):
     parser.error("--problem and --data_dir are required (or --list)")

@@ -92,6 +92,7 @@ def parse_args(argv):
   parser.add_argument("--xla", action="store_true",
                       help="XLA-compile the beam search (one compilation per batch shape)")
   parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 

@@ -28,6 +28,7 @@ def parse_args(argv):
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 

@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from t2t_lite.bin import flags
+
 HELP = {
     "problem": "registered problem to train on (see --list), e.g. multi30k_ende",
     "hparams": "registered hparams set (see --list), e.g. transformer_base",
@@ -87,6 +89,7 @@ def parse_args(argv=None):
   add("--eval_decode_examples", type=int, default=100, help=HELP["eval_decode_examples"])
   add("--log_every", type=int, default=100, help=HELP["log_every"])
   add("--list", action="store_true", help=HELP["list"])
+  flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and not args.problem:
     parser.error("--problem is required (or --list)")
