@@ -25,9 +25,11 @@ def run_tool(tool, *args, stdin=subprocess.DEVNULL, timeout=300):
 
 
 def assert_one_line(err, prog, *parts):
-  assert err.count("\n") == 1 and err.startswith(f"{prog}: error: "), err
+  """stderr ends with one `prog: error: ...` line holding `parts` (log lines may come first)."""
+  errors = [line for line in err.splitlines() if line.startswith(f"{prog}: error: ")]
+  assert len(errors) == 1 and err.endswith(errors[0] + "\n") and "Traceback" not in err, err
   for part in parts:
-    assert str(part) in err, err
+    assert str(part) in errors[0], err
 
 
 # ------------------------------------------------------------------------------ hparams
@@ -88,3 +90,75 @@ def test_tools_print_no_tensorflow_noise_unless_verbose(tmp_path):
   assert quiet == (2, "", message)
   assert loud[0] == 2 and loud[2].endswith(message)
   assert "cpu_feature_guard" in loud[2] or "cuda" in loud[2].lower()  # TF's own lines are back
+
+
+# ------------------------------------------------------------------------------ data
+def _multi30k_raw(raw_dir, **contents):
+  """Tiny multi30k_ende raw files (gzipped); contents: {file stem: bytes written as they are}."""
+  import gzip
+  raw_dir.mkdir(exist_ok=True)
+  for stem in ("train", "val", "test_2016_flickr"):
+    for lang, text in (("en", "a man rides a horse\n"), ("de", "ein mann reitet\n")):
+      name = f"{stem}.{lang}.gz"
+      data = contents.get(f"{stem}_{lang}", gzip.compress(text.encode() * 20))
+      (raw_dir / name).write_bytes(data)
+  return raw_dir
+
+
+def test_datagen_raw_file_that_is_not_gzip_is_named(tmp_path):
+  raw = _multi30k_raw(tmp_path / "raw", train_de=b"ein mann reitet\n")
+  code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                          f"--raw_dir={raw}")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-datagen", f"{raw}/train.de.gz is not a complete gzip file")
+  assert not (tmp_path / "data" / "manifest.json").exists()  # not "prepared"
+
+
+def test_datagen_empty_training_files_are_named(tmp_path):
+  import gzip
+  raw = _multi30k_raw(tmp_path / "raw", train_en=gzip.compress(b""), train_de=b"")
+  code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                          f"--raw_dir={raw}")
+  assert code == 2
+  assert err.endswith(f"\nt2t-lite-datagen: error: multi30k_ende: no training text in "
+                      f"{raw}/train.en.gz, {raw}/train.de.gz (every pair is empty): nothing to "
+                      "learn a vocabulary from or train on\n")
+  assert_one_line(err, "t2t-lite-datagen")
+
+
+@pytest.fixture()
+def reverse_data(tmp_path):
+  data_dir = tmp_path / "reverse"
+  t2t_lite.get_problem("algorithmic_reverse").prepare(str(data_dir))
+  return data_dir
+
+
+def _train_reverse(data_dir, model_dir, *flags):
+  return run_tool("train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+                  "--hparams_overrides=num_layers=1,d_model=32,d_ff=64,num_heads=2,"
+                  "batch_size=256,max_length=24", f"--data_dir={data_dir}",
+                  f"--model_dir={model_dir}", "--eval_steps=0", "--noxla", "--log_every=1",
+                  "--eval_decode_examples=0", *flags)
+
+
+def test_train_truncated_record_file_is_named_before_training(reverse_data, tmp_path):
+  path = reverse_data / "train-00000-of-00001.tfrecord"
+  size = path.stat().st_size
+  with open(path, "r+b") as f:
+    f.truncate(size // 2)
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=2")
+  assert code == 2, err
+  assert err == (f"t2t-lite-train: error: {path} has {size // 2} bytes but had {size} when "
+                 f"{reverse_data} was prepared: it was truncated or overwritten; remove "
+                 f"{reverse_data} and prepare it again with t2t-lite-datagen\n")
+
+
+def test_train_overwritten_record_file_is_named(reverse_data, tmp_path):
+  path = reverse_data / "train-00000-of-00001.tfrecord"
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64  # same size, bad checksums
+  path.write_bytes(bytes(data))
+  # The shuffle buffer holds all of this small split: the first step reads it to the end.
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=2")
+  assert code == 2, err
+  assert_one_line(err, "t2t-lite-train", f"{path} is damaged (", f"remove {reverse_data} and")

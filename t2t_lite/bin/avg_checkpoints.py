@@ -32,7 +32,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   try:
     prefix = checkpoints.average_last(args.model_dir, args.num_last, args.output_dir)
   except T2TLiteError as e:

@@ -31,7 +31,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   if args.list:
     for name in t2t_lite.list_problems():
       print(name)

@@ -98,7 +98,7 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   if args.batch_size < 1:
     print(f"t2t-lite-decode: error: --batch_size must be >= 1, got {args.batch_size}",
           file=sys.stderr)

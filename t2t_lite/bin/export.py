@@ -34,7 +34,7 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.WARNING)
   try:
     path = export.export_model_dir(
         args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,

@@ -111,6 +111,8 @@ def default_dirs(args, environ=os.environ):
 
 def main(argv=None):
   args = parse_args(argv)
+  import tensorflow as tf
+
   import t2t_lite
   from t2t_lite import trainer
   from t2t_lite.bin import cli
@@ -120,7 +122,7 @@ def main(argv=None):
     print("problems:", " ".join(t2t_lite.list_problems()))
     print("hparams: ", " ".join(t2t_lite.list_hparams()))
     return 0
-  logging.basicConfig(level=logging.INFO, format="%(message)s")
+  cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
   for name in default_dirs(args):
     print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
   try:
@@ -148,6 +150,9 @@ def main(argv=None):
                                problem, args.data_dir, hparams, args.eval_decode_examples),
                            log=lambda line: print(line, flush=True))
   except T2TLiteError as e:
+    return cli.fail("t2t-lite-train", e, e.exit_status)
+  except tf.errors.DataLossError as e:  # A record file damaged after the size check passed.
+    e = problem.damaged_data_error(args.data_dir, e)
     return cli.fail("t2t-lite-train", e, e.exit_status)
   print(f"done: step {result['step']}, checkpoints in {args.model_dir}", flush=True)
   return 0
