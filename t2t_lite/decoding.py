@@ -160,11 +160,11 @@ def find_checkpoint(model_dir, checkpoint_path=None):
 def restore_model(model, checkpoint):
   """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
   (other objects in it, e.g. the optimizer, are ignored); every model weight must be there."""
-  status = tf.train.Checkpoint(model=model).restore(checkpoint)
-  status.expect_partial()
   try:
+    status = tf.train.Checkpoint(model=model).restore(checkpoint)
+    status.expect_partial()
     status.assert_existing_objects_matched()
-  except AssertionError as e:
+  except (AssertionError, ValueError) as e:  # ValueError: a weight of another shape
     raise DecodingError(f"checkpoint {checkpoint} does not match the model of hparams.json: "
                         f"{str(e).splitlines()[0]}") from None
   return model

@@ -82,6 +82,7 @@ class TranslationModule(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_text(self, inputs):
     """string [B] -> {"outputs": string [B], "scores": float32 [B], "truncated": bool [B]}."""
+    inputs = _check_batch_of_strings(inputs)
     text = tf.strings.unicode_transcode(inputs, input_encoding="UTF-8", output_encoding="UTF-8",
                                         errors="replace", replacement_char=0xFFFD)
     blank = tf.strings.regex_full_match(text, _BLANK)  # [B], as Python's not line.strip()
@@ -94,6 +95,7 @@ class TranslationModule(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
     """int32 [B, S] 0-padded -> {"outputs": int32 [B, L] 0-padded, "scores", "truncated"}."""
+    inputs = tf.ensure_shape(inputs, [None, None], name="inputs_must_be_a_matrix_of_ids")
     checks = [
         tf.debugging.assert_non_negative(inputs, message="input ids must be >= 0"),
         tf.debugging.assert_less(inputs, self.vocab_size,
@@ -131,6 +133,15 @@ class TranslationModule(tf.Module):
     length = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(best, PAD_ID), tf.int32), axis=1))
     return {"outputs": best[:, :length], "scores": tf.where(empty, 0.0, scores[:, 0]),
             "truncated": tf.logical_and(truncated, tf.logical_not(blank))}
+
+
+def _check_batch_of_strings(inputs):
+  """inputs, after a run-time check that they are a vector [B]. The signature says [None], but
+  a server (TF Serving's C++ session, the TF2 signature wrapper) does not check the shape of a
+  request: a [B, 1] batch would otherwise fail deep in the beam search with "Incompatible
+  shapes". EnsureShape runs when the request does, and names both shapes (an Assert on the
+  rank would not: grappler folds the rank of a [None] input into the constant 1)."""
+  return tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
 
 
 def next_version(export_dir):

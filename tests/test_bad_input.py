@@ -162,3 +162,72 @@ def test_train_overwritten_record_file_is_named(reverse_data, tmp_path):
   code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=2")
   assert code == 2, err
   assert_one_line(err, "t2t-lite-train", f"{path} is damaged (", f"remove {reverse_data} and")
+
+
+# ------------------------------------------------------------------------------ decode, export
+def make_model_dir(model_dir, data_dir, overrides, seed=1, problem="multi30k_ende"):
+  """A model_dir laid out as t2t-lite-train does, with random weights saved as ckpt-10."""
+  import keras
+  import tensorflow as tf
+  from t2t_lite import trainer
+  hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
+  trainer.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
+  keras.utils.set_random_seed(seed)
+  model = t2t_lite.build_model(hparams, t2t_lite.get_problem(problem).tokenizer(
+      str(model_dir)).vocab_size)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir), 3)
+  manager.save(checkpoint_number=10)
+  return model_dir
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+  """{"small", "wide"}: two tiny multi30k_ende model_dirs of different shapes, one vocabulary."""
+  import random
+  from t2t_lite import tokenizer
+  root = tmp_path_factory.mktemp("models")
+  rng = random.Random(0)
+  words = "a man rides horse the dog runs in park ein mann reitet hund".split()
+  texts = [" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)]
+  tokenizer.train_sentencepiece(texts, str(root / "data" / "vocab.model"), 400)
+  small = "num_layers=1,d_model=32,d_ff=64,num_heads=2"
+  return {"small": make_model_dir(root / "small", root / "data", small),
+          "wide": make_model_dir(root / "wide", root / "data", small + ",d_ff=96")}
+
+
+def test_decode_checkpoint_of_another_model_is_one_line(model_dirs, tmp_path):
+  (tmp_path / "in.txt").write_text("a man rides\n")
+  code, out, err = run_tool("decode", "--model_dir", model_dirs["small"], "--checkpoint_path",
+                            model_dirs["wide"] / "ckpt-10", "--input_file", tmp_path / "in.txt")
+  assert code == 2 and out == ""
+  assert_one_line(err, "t2t-lite-decode", f"checkpoint {model_dirs['wide']}/ckpt-10 does not "
+                                          "match the model of")
+
+
+@pytest.mark.parametrize("output, message", [
+    ("missing/out.txt", "--output_file {tmp}/missing/out.txt: directory {tmp}/missing does not "
+                        "exist"),
+    ("sub", "--output_file {tmp}/sub is a directory")])
+def test_decode_bad_output_file_is_refused_before_decoding(model_dirs, tmp_path, output, message):
+  (tmp_path / "in.txt").write_text("a man rides\n")
+  (tmp_path / "sub").mkdir()
+  code, out, err = run_tool("decode", "--model_dir", "/nonexistent", "--input_file",
+                            tmp_path / "in.txt", "--output_file", tmp_path / output)
+  assert code == 2  # refused before model_dir is even read
+  assert err == f"t2t-lite-decode: error: {message.format(tmp=tmp_path)}\n"
+
+
+def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_path):
+  import tensorflow as tf
+  code, out, err = run_tool("export", "--model_dir", model_dirs["small"], "--export_dir",
+                            tmp_path / "exports")
+  assert code == 0, err
+  loaded = tf.saved_model.load(out.strip())
+  serve = loaded.signatures["serving_default"]
+  assert serve(inputs=tf.constant(["a man", "ein hund"]))["outputs"].shape == [2]
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"Shape of tensor inputs \[2,1\] is not compatible with expected "
+                           r"shape \[\?\]"):
+    serve(inputs=tf.constant([["a man"], ["ein hund"]]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"Shape of tensor inputs \[1,2,2\]"):
+    loaded.signatures["translate_ids"](inputs=tf.constant([[[3, 1], [3, 1]]]))

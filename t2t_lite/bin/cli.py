@@ -21,8 +21,9 @@ def run(prog, body):
 
 def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)s"):
   """The tool's own log at `level` on stderr; TensorFlow's Python loggers (absl, tensorflow)
-  only from WARNING on unless --verbose (they log every checkpoint write at INFO)."""
+  only from ERROR on unless --verbose: they log every checkpoint write at INFO and warn about
+  TensorFlow's internals (deprecations, unrestored optimizer values of a partial restore)."""
   logging.basicConfig(level=level, format=fmt)
   if not verbose:
     for name in ("absl", "tensorflow"):
-      logging.getLogger(name).setLevel(logging.WARNING)
+      logging.getLogger(name).setLevel(logging.ERROR)
