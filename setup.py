@@ -7,23 +7,29 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["t2t_lite", "t2t_lite.*", "problems", "problems.*",
                                     "hparams", "hparams.*"]),
+    # What the product (t2t_lite/, problems/, hparams/) imports, plus the run-time-only ones
+    # marked below; tests/test_packaging.py checks this list against the imports.
     install_requires=[
         "tensorflow>=2.18,<2.22",
         "tensorflow-text>=2.18,<2.22",
         "keras>=3.6",
+        "numpy>=1.26",
         "tensorflow-datasets>=4.9",
-        # TFDS's builders import these at preparation time but do not declare them.
+        # Run time only: TFDS's builders import these at preparation time but do not declare
+        # them.
         "importlib_resources>=5",
         "dm-tree>=0.1.8",
-        "tensorboard>=2.18",  # `tensorboard --logdir=<model_dir>` (TensorBoard's own reader).
+        # Run time only: tf.summary.scalar comes from it, and `tensorboard --logdir=<model_dir>`.
+        "tensorboard>=2.18",
         "sacrebleu>=2.4",
-        "sacremoses>=0.1",  # Moses tokenizer.perl, for the paper-style tokenized BLEU.
+        "sacremoses>=0.1",  # Moses tokenizer.perl, for the paper's tokenized BLEU.
         "sentencepiece>=0.2",
         "matplotlib>=3.7",
         "tqdm>=4.60",
     ],
     # gRPC clients of TF Serving also want `tensorflow-serving-api` (see README); not needed here.
-    # keras-hub: only bench/train_throughput.py's comparison model uses it.
+    # keras-hub: only bench/train_throughput.py's comparison model uses it (and test_export
+    # checks that an export does not load it).
     extras_require={"test": ["pytest>=8", "keras-hub>=0.20"], "bench": ["keras-hub>=0.20"]},
     entry_points={
         "console_scripts": [

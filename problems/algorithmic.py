@@ -36,9 +36,12 @@ class _Algorithmic(Problem):
   def tokenizer(self, data_dir=None):
     return WordTokenizer([str(i) for i in range(self.num_symbols)])
 
+  def split_size(self, split, raw_dir=None):
+    return self.train_size if split == "train" else self.eval_size
+
   def raw_pairs(self, split, raw_dir=None):
     rng = random.Random(_SEEDS[split])
-    for _ in range(self.train_size if split == "train" else self.eval_size):
+    for _ in range(self.split_size(split)):
       numbers = [rng.randrange(self.num_symbols)
                  for _ in range(rng.randint(1, self.max_input_length))]
       yield " ".join(map(str, numbers)), " ".join(map(str, self.transform(numbers)))

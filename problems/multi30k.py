@@ -13,7 +13,7 @@ import zlib
 
 import tensorflow as tf
 
-from t2t_lite.problem import Problem, ProblemError
+from t2t_lite.problem import DownloadError, Problem, ProblemError
 from t2t_lite.registry import register_problem
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -77,7 +77,7 @@ class _Multi30k(Problem):
           f.write(data)
     except (OSError, urllib.error.URLError, tf.errors.OpError) as e:
       reason = str(getattr(e, "reason", e)).splitlines()[0]
-      raise ProblemError(
+      raise DownloadError(
           f"{self.name}: raw_dir {raw_dir} lacks {', '.join(missing)} and downloading them from "
           f"{URL} failed ({reason}); put those files in --raw_dir") from None
 
@@ -85,9 +85,16 @@ class _Multi30k(Problem):
     prefix = os.path.join(raw_dir, _SPLIT_FILES[split])
     return [f"{prefix}.{self.source_lang}.gz", f"{prefix}.{self.target_lang}.gz"]
 
-  def raw_pairs(self, split, raw_dir):
+  def _paths(self, split, raw_dir):
+    """The (source, target) files of `split`, downloaded first if missing."""
     self._ensure_raw(raw_dir)
-    yield from parallel_lines(*self.raw_files(split, raw_dir))
+    return self.raw_files(split, raw_dir)
+
+  def split_size(self, split, raw_dir):
+    return len(read_lines(self._paths(split, raw_dir)[0]))
+
+  def raw_pairs(self, split, raw_dir):
+    yield from parallel_lines(*self._paths(split, raw_dir))
 
 
 @register_problem("multi30k_ende")

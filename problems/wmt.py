@@ -8,7 +8,7 @@ import os
 import socket
 import urllib.parse
 
-from t2t_lite.problem import Problem, ProblemError
+from t2t_lite.problem import DownloadError, Problem, ProblemError
 from t2t_lite.registry import register_problem
 
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
@@ -75,7 +75,7 @@ class _Wmt14(Problem):
         return builder
       unreachable = _unreachable(_download_hosts(builder))
       if unreachable:
-        raise ProblemError(
+        raise DownloadError(
             f"{self.name}: cannot download WMT14 for TFDS {self.tfds_name}: no network "
             f"connection to {unreachable[0]} ({unreachable[1]}). Prepare it where the network "
             f"is reachable and pass that TFDS data_dir as --raw_dir") from None
@@ -90,13 +90,16 @@ class _Wmt14(Problem):
       network = _network_error(e)
       first_line = (str(network or e).splitlines() or [""])[0]
       if network is not None:
-        raise ProblemError(
+        raise DownloadError(
             f"{self.name}: downloading WMT14 for TFDS {self.tfds_name} into {where} failed: "
             f"network error ({type(network).__name__}: {first_line})") from None
       raise ProblemError(
           f"{self.name}: TFDS could not prepare {self.tfds_name} in {where}: "
           f"{type(e).__name__}: {first_line}") from None
     return builder
+
+  def split_size(self, split, raw_dir):
+    return self._builder(raw_dir).info.splits[_TFDS_SPLITS[split]].num_examples
 
   def raw_pairs(self, split, raw_dir):
     dataset = self._builder(raw_dir).as_dataset(split=_TFDS_SPLITS[split], shuffle_files=False)

@@ -11,7 +11,8 @@ Directories, as in tensor2tensor:
 Splits are "train", "dev" and "test" ("validation", "val" and "eval" mean "dev").
 
 Public API:
-  problem.prepare(data_dir, raw_dir=None) -> {split: stats}   idempotent; what datagen runs
+  problem.prepare(data_dir, raw_dir=None, progress_seconds=10) -> {split: stats}   idempotent;
+      what datagen runs. Logs pairs read, pairs/s and an ETA every progress_seconds.
   problem.dataset(split, data_dir, hparams, training, ...) -> tf.data.Dataset of
       {"inputs": int32 [B, S], "targets": int32 [B, T]}, 0-padded, every sequence ending in EOS;
       each batch holds at most `batch_tokens` (default hparams.batch_size) tokens per side.
@@ -22,8 +23,9 @@ Public API:
 
 A subclass sets `name`, the class settings below, and implements `raw_pairs(split, raw_dir)`,
 yielding (source, target) text pairs in a stable order (one per line of the raw files, so
-pair i is line i). Problems that do not learn a SentencePiece vocabulary override
-`build_vocab` and `tokenizer`; `default_raw_dir` says where raw data goes when not given.
+pair i is line i), and `split_size` when it knows the count (for the ETA of progress lines).
+Problems that do not learn a SentencePiece vocabulary override `build_vocab` and `tokenizer`;
+`default_raw_dir` says where raw data goes when not given.
 
 Nothing is dropped silently: pairs with an empty side are counted and logged at prepare time
 (stored in the manifest, with their pair numbers), and `dataset` logs how many examples it
@@ -39,6 +41,7 @@ import tensorflow as tf
 
 from t2t_lite import files, inputs, tokenizer
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,12 @@ _MAX_REPORTED = 10  # Pair numbers of empty pairs kept in the manifest.
 
 class ProblemError(T2TLiteError, ValueError):
   """Missing or bad data, or an unprepared data_dir. str() is one line."""
+
+
+class DownloadError(ProblemError):
+  """Raw data could not be downloaded (no network, a host down): the same command may work later,
+  so the tools exit with the run-time status."""
+  exit_status = 1
 
 
 class Problem:
@@ -86,6 +95,11 @@ class Problem:
   def raw_pairs(self, split, raw_dir):
     """Yields (source, target) strings of canonical `split` from `raw_dir`."""
     raise NotImplementedError(f"{type(self).__name__} must implement raw_pairs")
+
+  def split_size(self, split, raw_dir):
+    """How many pairs raw_pairs(split, raw_dir) yields, if known without reading them (for
+    the ETA of progress lines); None = unknown."""
+    return None
 
   def default_raw_dir(self, data_dir):
     """Where raw data lives when `prepare` is given no raw_dir."""
@@ -131,8 +145,11 @@ class Problem:
     return self._tokenizers[data_dir]
 
   # ----------------------------------------------------------------- preparing
-  def prepare(self, data_dir, raw_dir=None):
+  def prepare(self, data_dir, raw_dir=None, progress_seconds=10.0):
     """Builds the vocabulary and the tokenized cache in data_dir unless already there.
+
+    Logs a progress line (pairs read, pairs/s, ETA when split_size knows the total) at most
+    every progress_seconds while reading a split (0: only each split's final line).
 
     Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths"}}: pairs read,
     examples written, pairs skipped for an empty side (and the first pair numbers, 1-based),
@@ -152,7 +169,8 @@ class Problem:
     logger.info("%s: building the vocabulary in %s", self.name, data_dir)
     self.build_vocab(data_dir, raw_dir)
     self._tokenizers.pop(data_dir, None)
-    stats = {split: self._prepare_split(split, data_dir, raw_dir) for split in SPLITS}
+    stats = {split: self._prepare_split(split, data_dir, raw_dir, progress_seconds)
+             for split in SPLITS}
     if not stats["train"]["examples"]:
       raise self._no_training_text(raw_dir)
     records = tf.io.gfile.glob(os.path.join(data_dir, "*.tfrecord"))
@@ -163,7 +181,7 @@ class Problem:
     files.write_text(os.path.join(data_dir, "manifest.json"), json.dumps(manifest, indent=1))
     return stats
 
-  def _prepare_split(self, split, data_dir, raw_dir):
+  def _prepare_split(self, split, data_dir, raw_dir, progress_seconds):
     tok = self.tokenizer(data_dir)
     num_files = self.train_shards if split == "train" else 1
     paths = [self._record_path(data_dir, split, i, num_files) for i in range(num_files)]
@@ -172,6 +190,8 @@ class Problem:
                  if split != "train" else None)
     stats = {"pairs": 0, "examples": 0, "empty": 0, "empty_pairs": [], "lengths": {}}
     chunk = []
+    progress = Progress(f"{self.name} {split}", "pairs", total=self.split_size(split, raw_dir),
+                        every_seconds=progress_seconds, log=logger.info)
 
     def flush():
       sources = tok.encode_batch([s for s, _ in chunk], add_eos=True)
@@ -186,6 +206,7 @@ class Problem:
 
     for source, target in self.raw_pairs(split, raw_dir):
       stats["pairs"] += 1
+      progress.update()
       if not source.strip() or not target.strip():
         stats["empty"] += 1
         if len(stats["empty_pairs"]) < _MAX_REPORTED:
@@ -197,6 +218,7 @@ class Problem:
       if len(chunk) == _CHUNK:
         flush()
     flush()
+    progress.done()
     for writer in writers:
       writer.close()
     if text_file:

@@ -28,7 +28,9 @@ model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
                      `optimizer` (Adam slots and iterations = the step), `rng` (dropout seed
                      states), `train_iterator` (the input pipeline's position). To load weights
                      only: tf.train.Checkpoint(model=model).restore(path).expect_partial().
-  train/, eval/      TensorBoard event files (loss, lr, tokens/s, gradient norm; eval metrics).
+  train/, eval/      TensorBoard event files (tf.summary.scalar): train/ loss, learning_rate,
+                     tokens_per_second, gradient_norm; eval/ loss, perplexity, accuracy,
+                     tokens and the dev metrics (dev_bleu, dev_paper_bleu, ...).
 """
 import dataclasses
 import json
@@ -39,9 +41,9 @@ from typing import Optional
 
 import keras
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from t2t_lite import files, losses, optimization
+from t2t_lite.progress import hms as _hms
 from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
 from t2t_lite.errors import T2TLiteError
@@ -487,19 +489,21 @@ class Trainer:
         history.append((step, mean_loss))
         if writers:
           with writers["train"].as_default(step=step):
-            _scalar("loss", mean_loss)
-            _scalar("learning_rate", lr)
-            _scalar("tokens_per_second", rate)
-            _scalar("gradient_norm", grad_norm)
+            tf.summary.scalar("loss", mean_loss)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("tokens_per_second", rate)
+            tf.summary.scalar("gradient_norm", grad_norm)
         window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
       if config.eval_steps and (step % config.eval_every == 0 or step == config.train_steps):
         eval_metrics = self.evaluate()
         self.log(f"eval at step {step}: " + "  ".join(
-            f"{k} {v:.4f}" for k, v in eval_metrics.items() if k != "tokens"))
+            f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
+            for k, v in eval_metrics.items() if k != "tokens"))
         if writers:
           with writers["eval"].as_default(step=step):
             for name, value in eval_metrics.items():
-              _scalar(name, value)
+              if not isinstance(value, str):
+                tf.summary.scalar(name, value)
       out_of_time = bool(config.train_minutes) and (
           time.time() - run_start >= config.train_minutes * 60)
       if self._any_worker(out_of_time):
@@ -542,15 +546,6 @@ class Trainer:
     return max(n, 1)
 
 
-def _scalar(name, value):
-  """tf.summary.scalar without needing the tensorboard package: the same event record (a
-  float32 tensor tagged for TensorBoard's scalars plugin)."""
-  metadata = summary_pb2.SummaryMetadata(
-      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-      data_class=summary_pb2.DATA_CLASS_SCALAR)
-  tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
-
-
 def _input_context(strategy):
   """This worker's share of the input: one pipeline per worker (MultiWorkerMirroredStrategy),
   else one for all."""
@@ -571,11 +566,6 @@ def _checkpoint_step(path):
 def _worker_temp_dir(model_dir, strategy):
   resolver = strategy.cluster_resolver
   return os.path.join(model_dir, f"workertemp_{resolver.task_type}_{resolver.task_id}")
-
-
-def _hms(seconds):
-  seconds = int(max(seconds, 0))
-  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=32):
@@ -602,7 +592,7 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
     hypotheses, _ = translators[id(model)].translate(sources, batch_size)
     scores = metrics.score(problem, sources, hypotheses, references)
     return {f"dev_{name}": value for name, value in scores.items()
-            if isinstance(value, (int, float))}
+            if isinstance(value, (int, float, str))}
 
   return metric_fn
 

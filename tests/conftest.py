@@ -40,3 +40,33 @@ def multi30k_data(multi30k_dir, tmp_path_factory):
     t2t_lite.get_problem(name).prepare(data_dir, str(multi30k_dir))
     data_dirs[name] = data_dir
   return data_dirs
+
+
+@pytest.fixture(scope="session")
+def make_random_model_dir(tmp_path_factory):
+  """-> make(name, words, checkpoint_number=1): a multi30k_ende model_dir with a 400-piece
+  SentencePiece vocabulary learned from 500 random sentences of `words` and transformer_tiny's
+  random weights (seed 1) saved as ckpt-<checkpoint_number>. No data needed."""
+  import random
+
+  import keras
+  import tensorflow as tf
+
+  import t2t_lite
+  from t2t_lite import tokenizer, trainer
+
+  def make(name, words, checkpoint_number=1):
+    root = tmp_path_factory.mktemp(name)
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
+    data_dir, model_dir = str(root / "data"), str(root / "model")
+    vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
+    hparams = t2t_lite.get_hparams("transformer_tiny")
+    trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
+    keras.utils.set_random_seed(1)
+    model = t2t_lite.build_model(hparams, vocab.vocab_size)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir,
+                               max_to_keep=1).save(checkpoint_number=checkpoint_number)
+    return model_dir
+
+  return make

@@ -266,24 +266,6 @@ def test_attention_pictures(model_dir, tmp_path):
 # ------------------------------------------------------------------ scores
 
 
-def test_compound_split_as_get_ende_bleu():
-  assert metrics.paper_tokenize('Ein Fußball-Spiel, "bitte".') == (
-      'Ein Fußball ##AT##-##AT## Spiel , " bitte " .')
-  assert metrics.split_compounds("a-b-c") == "a ##AT##-##AT## b-c"  # Perl s///g: no overlap
-
-
-def test_paper_bleu_counts_compound_parts():
-  hypothesis, reference = "das Fußball-Spiel ist gut", "das Tennis-Spiel ist gut"
-  # Split: 5/6 unigrams, 3/5 bigrams, 2/4 trigrams, 1/3 4-grams match, no brevity penalty.
-  expected = 100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25
-  assert metrics.paper_bleu([hypothesis], [reference])["bleu"] == pytest.approx(expected)
-  detok = metrics.sacrebleu_bleu([hypothesis], [reference])
-  assert detok["bleu"] < expected
-  assert detok["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-  with pytest.raises(metrics.MetricError, match="1 hypotheses but 2 references"):
-    metrics.paper_bleu(["a"], ["a", "b"])
-
-
 def test_bracket_f1_for_parsing_problems():
   class Parsing:
     metric = "bracket_f1"

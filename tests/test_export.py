@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import decoding, export, tokenizer, trainer
+from t2t_lite import decoding, export, trainer
 from t2t_lite.bin import export as export_cli
 
 _WORDS = ("a man rides horse the dog runs in park woman with red hat over bridge "
@@ -115,20 +115,8 @@ def _run_cli(argv):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-  root = tmp_path_factory.mktemp("export")
-  rng = random.Random(0)
-  texts = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 12))) for _ in range(500)]
-  data_dir = str(root / "data")
-  vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
-  hparams = t2t_lite.get_hparams("transformer_tiny")
-  model_dir = str(root / "model")
-  trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
-  keras.utils.set_random_seed(1)
-  model = t2t_lite.build_model(hparams, vocab.vocab_size)
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir, max_to_keep=3)
-  manager.save(checkpoint_number=10)
-  return model_dir
+def model_dir(make_random_model_dir):
+  return make_random_model_dir("export", _WORDS, checkpoint_number=10)
 
 
 @pytest.fixture(scope="module")

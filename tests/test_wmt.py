@@ -141,7 +141,7 @@ def test_offline_training_stops_with_one_line_naming_the_network(tmp_path):
        "--hparams=transformer_big", f"--data_dir={tmp_path / 'data'}",
        f"--raw_dir={tmp_path / 'tfds'}", f"--model_dir={tmp_path / 'model'}"],
       capture_output=True, text=True, env=env, timeout=300, check=False)
-  assert run.returncode == 2, run.stderr[-2000:]
+  assert run.returncode == 1, run.stderr[-2000:]  # a run-time failure, not bad usage
   errors = [line for line in run.stderr.splitlines() if line.startswith("t2t-lite-train:")]
   assert errors == run.stderr.splitlines()[-1:], run.stderr[-2000:]  # one line, the last
   assert errors[0].startswith("t2t-lite-train: error: wmt_ende: cannot download WMT14")

@@ -4,6 +4,8 @@
   t2t-lite-datagen --list
 
 Running it again on a prepared data_dir does nothing. t2t-lite-train prepares by itself too.
+While reading each split it logs (stderr) pairs read, pairs/s and an ETA every
+--progress_seconds.
 """
 import argparse
 import json
@@ -21,6 +23,9 @@ def parse_args(argv=None):
   parser.add_argument("--data_dir", help="where the vocabulary and tokenized data go")
   parser.add_argument("--raw_dir", default=None,
                       help="raw inputs (downloads, TFDS data, treebank); default per problem")
+  parser.add_argument("--progress_seconds", type=float, default=10.0,
+                      help="log pairs read, pairs/s and an ETA at most this often while "
+                           "reading each split (0: only when a split is done)")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
   flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
@@ -38,7 +43,7 @@ def main(argv=None):
     return 0
   try:
     problem = t2t_lite.get_problem(args.problem)
-    stats = problem.prepare(args.data_dir, args.raw_dir)
+    stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-datagen", e, e.exit_status)
   summary = {split: {k: s[k] for k in ("pairs", "examples", "empty")} for split, s in stats.items()}

@@ -52,6 +52,8 @@ HELP = {
                             "search and report the problem's metric (BLEU, bracket F1, "
                             "accuracy); 0 = off",
     "log_every": "print a progress line (and write summaries) every this many steps",
+    "progress_seconds": "while preparing data_dir, log pairs read, pairs/s and an ETA at most "
+                        "this often (0: only when a split is done)",
     "list": "print the registered problems and hparams sets, then exit",
 }
 
@@ -88,6 +90,7 @@ def parse_args(argv=None):
       help=HELP["static_shapes"])
   add("--eval_decode_examples", type=int, default=100, help=HELP["eval_decode_examples"])
   add("--log_every", type=int, default=100, help=HELP["log_every"])
+  add("--progress_seconds", type=float, default=10.0, help=HELP["progress_seconds"])
   add("--list", action="store_true", help=HELP["list"])
   flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
@@ -141,7 +144,7 @@ def main(argv=None):
     trainer.check_saved_hparams(args.model_dir, hparams, args.problem)
     if not problem.is_prepared(args.data_dir):
       print(f"preparing {args.problem} in {args.data_dir}", flush=True)
-      problem.prepare(args.data_dir, args.raw_dir)
+      problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
     vocab_size = problem.tokenizer(args.data_dir).vocab_size
     run_info = {"problem": args.problem, "hparams_set": args.hparams,
                 "hparams_overrides": args.hparams_overrides}
