@@ -15,11 +15,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from t2t_lite import decoding, files
+from t2t_lite import files
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.errors import T2TLiteError
 
-MODEL = "model"  # The model's name in the checkpoints' object graph (trainer and ours).
-_COPIED = ("hparams.json", "run.json", "manifest.json")
+MODEL = model_dir_lib.MODEL
 AVERAGED_FILE = "averaged.json"  # Which checkpoints went into the average.
 
 
@@ -31,15 +31,13 @@ def last_checkpoints(model_dir, num_last):
   """The `num_last` newest checkpoint prefixes of model_dir's CheckpointManager, oldest first."""
   if num_last < 1:
     raise CheckpointError(f"num_last must be >= 1, got {num_last}")
-  state = tf.train.get_checkpoint_state(model_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
+  paths = model_dir_lib.list_checkpoints(model_dir)
   if not paths:
     raise CheckpointError(f"no checkpoint found in {model_dir} (looked for its 'checkpoint' file)")
   if len(paths) < num_last:
     raise CheckpointError(f"{model_dir} has {len(paths)} checkpoints, fewer than the "
                           f"{num_last} asked for")
-  return [p if tf.io.gfile.exists(p + ".index") else os.path.join(model_dir, p)
-          for p in paths[-num_last:]]
+  return paths[-num_last:]
 
 
 def model_variables(checkpoint):
@@ -99,7 +97,7 @@ def average_checkpoints(model, checkpoints):
   weights = model.trainable_variables
   sums = [np.zeros(w.shape, np.float64) for w in weights]
   for path in checkpoints:
-    decoding.restore_model(model, path)
+    model_dir_lib.restore_model(model, path)
     for total, weight in zip(sums, weights):
       total += weight.numpy()
   for total, weight in zip(sums, weights):
@@ -116,24 +114,14 @@ def average_last(model_dir, num_last, output_dir):
   if os.path.normpath(output_dir) == os.path.normpath(model_dir):
     raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
   checkpoints = last_checkpoints(model_dir, num_last)
-  check_same_variables(checkpoints)
-  loaded = decoding.load_model_dir(model_dir, checkpoints[-1])
+  check_same_variables(checkpoints)  # Before restoring any of them into the model.
+  loaded = model_dir_lib.load(model_dir, checkpoints[-1])
   average_checkpoints(loaded.model, checkpoints)
-  tf.io.gfile.makedirs(output_dir)
-  for name in _COPIED:
-    if tf.io.gfile.exists(os.path.join(model_dir, name)):
-      files.copy(os.path.join(model_dir, name), os.path.join(output_dir, name))
-  for path in tf.io.gfile.glob(os.path.join(model_dir, "vocab*")):
-    files.copy(path, os.path.join(output_dir, os.path.basename(path)))
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=loaded.model), output_dir,
-                                       max_to_keep=1)
-  prefix = manager.save(checkpoint_number=_step_of(checkpoints[-1]))
+  model_dir_lib.copy_run_files(model_dir, output_dir)
+  manager = model_dir_lib.checkpoint_manager(tf.train.Checkpoint(**{MODEL: loaded.model}),
+                                             output_dir, max_to_keep=1)
+  prefix = manager.save(checkpoint_number=model_dir_lib.checkpoint_step(checkpoints[-1]))
   files.write_text(os.path.join(output_dir, AVERAGED_FILE),
                    json.dumps({"averaged": checkpoints, "output": prefix}, indent=2))
   return prefix
 
-
-def _step_of(checkpoint):
-  """ckpt-1200 -> 1200 (None when the name carries no number)."""
-  suffix = checkpoint.rsplit("-", 1)[-1]
-  return int(suffix) if suffix.isdigit() else None

@@ -4,33 +4,25 @@
 
 `translate_ids` is the in-graph part (encode once, then beam search over `model.decode_step`
 with its key/value cache); `Translator` adds the vocabulary, batching by length and the
-problem's decoding defaults; `load_model_dir` restores what the trainer wrote in model_dir:
-hparams.json, the problem's name, the vocabulary and the checkpoints.
+problem's decoding defaults; `t2t_lite.model_dir.load` restores what the trainer wrote.
 
 Shapes: B sentences, S source length, K beam size, L longest output, V vocabulary.
 """
 import dataclasses
-import json
 import logging
-import os
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_lite import beam_search as beam_search_lib
-from t2t_lite.hparams import HParams
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
 from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
 
-HPARAMS_FILE = "hparams.json"
-RUN_FILE = "run.json"  # {"problem": name, ...}; written by the trainer (t2t_lite/trainer.py).
-
-
 class DecodingError(T2TLiteError, ValueError):
-  """A missing model_dir file or checkpoint, or a bad decoding setting (one-line message)."""
+  """A bad decoding setting (one-line message)."""
 
 
 def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, static_shapes):
@@ -119,71 +111,6 @@ def sequence_scores(model, inputs, outputs, alpha):
   return tf.reduce_sum(logprobs * real, axis=1) / beam_search_lib.length_penalty(lengths, alpha)
 
 
-# ------------------------------------------------------------------------------ model_dir
-
-
-@dataclasses.dataclass
-class LoadedModel:
-  """What a model_dir holds, restored: the model (weights from `checkpoint`) and its vocabulary."""
-  model: Any
-  hparams: HParams
-  problem: Any
-  tokenizer: Any
-  checkpoint: str
-
-
-def read_problem_name(model_dir):
-  """The problem a model_dir was trained on: "problem" in run.json, written by the trainer."""
-  path = os.path.join(model_dir, RUN_FILE)
-  if not tf.io.gfile.exists(path):
-    raise DecodingError(f"{path} is missing: is {model_dir} a t2t-lite-train model_dir?")
-  with tf.io.gfile.GFile(path) as f:
-    return json.loads(f.read())["problem"]
-
-
-def find_checkpoint(model_dir, checkpoint_path=None):
-  """The checkpoint prefix to restore: `checkpoint_path` (a prefix, or a directory whose latest
-  checkpoint is taken), else the latest checkpoint in model_dir."""
-  directory = model_dir
-  if checkpoint_path:
-    if tf.io.gfile.exists(checkpoint_path + ".index"):
-      return checkpoint_path
-    if not tf.io.gfile.isdir(checkpoint_path):
-      raise DecodingError(f"checkpoint {checkpoint_path} not found (no {checkpoint_path}.index)")
-    directory = checkpoint_path
-  latest = tf.train.latest_checkpoint(directory)
-  if latest is None:
-    raise DecodingError(f"no checkpoint found in {directory} (looked for its 'checkpoint' file)")
-  return latest
-
-
-def restore_model(model, checkpoint):
-  """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
-  (other objects in it, e.g. the optimizer, are ignored); every model weight must be there."""
-  try:
-    status = tf.train.Checkpoint(model=model).restore(checkpoint)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-  except (AssertionError, ValueError) as e:  # ValueError: a weight of another shape
-    raise DecodingError(f"checkpoint {checkpoint} does not match the model of hparams.json: "
-                        f"{str(e).splitlines()[0]}") from None
-  return model
-
-
-def load_model_dir(model_dir, checkpoint_path=None):
-  """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary."""
-  import t2t_lite  # The package's registries; imported here to avoid a cycle.
-  hparams_path = os.path.join(model_dir, HPARAMS_FILE)
-  if not tf.io.gfile.exists(hparams_path):
-    raise DecodingError(f"{hparams_path} is missing: is {model_dir} a t2t-lite-train model_dir?")
-  hparams = HParams.load(hparams_path)
-  checkpoint = find_checkpoint(model_dir, checkpoint_path)
-  problem = t2t_lite.get_problem(read_problem_name(model_dir))
-  tokenizer = problem.tokenizer(model_dir)
-  model = restore_model(t2t_lite.build_model(hparams, tokenizer.vocab_size), checkpoint)
-  return LoadedModel(model, hparams, problem, tokenizer, checkpoint)
-
-
 # ------------------------------------------------------------------------------ text in, text out
 
 
@@ -225,7 +152,7 @@ class Translator:
   def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
                      extra_length=None, **kwargs):
     """Settings left None come from hparams.json, else the problem (section 6.1 defaults)."""
-    loaded = load_model_dir(model_dir, checkpoint_path)
+    loaded = model_dir_lib.load(model_dir, checkpoint_path)
     settings = loaded.problem.decode_settings(loaded.hparams)
     translator = cls(
         loaded.model, loaded.tokenizer,

@@ -13,27 +13,9 @@ micro-batches, take exactly the same step. Dropout too: before each micro-batch 
 seed is set from (step, global micro-batch index), so replicas draw different masks and the
 masks do not depend on how the batch is split.
 
-model_dir layout (everything through tf.io.gfile: local, gs://, ram://):
-  hparams.json       the full HParams of the run (`HParams.load`); a resume with different
-                     hparams is refused.
-  run.json           {"problem", "hparams_set", "hparams_overrides", "vocab_size", "seed",
-                     "grad_accum_steps", "num_replicas", "mixed_precision", "data_dir",
-                     "vocab_files"}: what decode / export need besides hparams.json.
-  vocab.model        the problem's vocabulary files copied from data_dir (whatever `vocab*`
-                     files it has; none for fixed-vocabulary problems), so that
-                     `problem.tokenizer(model_dir)` works with model_dir alone.
-  manifest.json      data_dir's manifest (data settings and counts), for the record.
-  checkpoint         tf.train.CheckpointManager index; ckpt-<step>.index / .data-*: the
-                     checkpoint after optimizer step <step>. Objects: `model` (the Transformer),
-                     `optimizer` (Adam slots and iterations = the step), `rng` (dropout seed
-                     states), `train_iterator` (the input pipeline's position). To load weights
-                     only: tf.train.Checkpoint(model=model).restore(path).expect_partial().
-  train/, eval/      TensorBoard event files (tf.summary.scalar): train/ loss, learning_rate,
-                     tokens_per_second, gradient_norm; eval/ loss, perplexity, accuracy,
-                     tokens and the dev metrics (dev_bleu, dev_paper_bleu, ...).
+What the run writes into model_dir, and how it is read back: t2t_lite/model_dir.py.
 """
 import dataclasses
-import json
 import math
 import os
 import time
@@ -42,9 +24,9 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from t2t_lite import files, losses, optimization
+from t2t_lite import losses, optimization
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.progress import hms as _hms
-from t2t_lite.hparams import HParams
 from t2t_lite.transformer import build_model
 from t2t_lite.errors import T2TLiteError
 
@@ -133,52 +115,6 @@ def _is_chief(strategy):
   return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
-# --------------------------------------------------------------------------- model_dir files
-def _read_json(path):
-  with tf.io.gfile.GFile(path) as f:
-    return json.loads(f.read())
-
-
-def _write_json(path, value):
-  files.write_text(path, json.dumps(value, indent=2, sort_keys=True))
-
-
-def check_saved_hparams(model_dir, hparams, problem=None):
-  """Refuses to resume a model_dir of another problem, or whose hparams.json differs from
-  `hparams` (naming the first difference)."""
-  run_path = os.path.join(model_dir, "run.json")
-  if problem and tf.io.gfile.exists(run_path):
-    saved_problem = _read_json(run_path).get("problem")
-    if saved_problem != problem:
-      raise TrainerError(f"{model_dir} was trained on problem {saved_problem!r}, not "
-                         f"{problem!r}: use a new --model_dir")
-  path = os.path.join(model_dir, "hparams.json")
-  if not tf.io.gfile.exists(path):
-    return
-  saved = dataclasses.asdict(HParams.load(path))
-  for key, value in dataclasses.asdict(hparams).items():
-    if saved.get(key) != value:
-      raise TrainerError(
-          f"{model_dir} was trained with {key}={saved.get(key)!r}, not {value!r}: resume with "
-          f"the same hparams (see {path}) or use a new --model_dir")
-
-
-def write_run_files(model_dir, hparams, run_info, data_dir=None):
-  """hparams.json, run.json, and the vocabulary / manifest copied from data_dir."""
-  tf.io.gfile.makedirs(model_dir)
-  hparams.save(os.path.join(model_dir, "hparams.json"))
-  vocab_files = []
-  if data_dir:
-    for path in sorted(tf.io.gfile.glob(os.path.join(data_dir, "vocab*"))):
-      name = os.path.basename(path)
-      files.copy(path, os.path.join(model_dir, name))
-      vocab_files.append(name)
-    manifest = os.path.join(data_dir, "manifest.json")
-    if tf.io.gfile.exists(manifest):
-      files.copy(manifest, os.path.join(model_dir, "manifest.json"))
-  _write_json(os.path.join(model_dir, "run.json"), dict(run_info, vocab_files=vocab_files))
-
-
 # --------------------------------------------------------------------------- the trainer
 class Trainer:
   """Builds the model, optimizer, data and checkpoint under one strategy; `train()` runs.
@@ -251,14 +187,14 @@ class Trainer:
     # Dropout seed states: keras layers hold them as non-trainable variables that
     # tf.train.Checkpoint does not reach through the layers, so they are listed here.
     rng = [v.value for v in self.model.non_trainable_variables]
-    objects = dict(model=self.model, optimizer=self.optimizer, rng=rng)
+    objects = {model_dir_lib.MODEL: self.model, "optimizer": self.optimizer, "rng": rng}
     if self.train_iterator is not None:
       objects["train_iterator"] = self.train_iterator
     self.checkpoint = tf.train.Checkpoint(**objects)
     directory = config.model_dir if self.is_chief else _worker_temp_dir(config.model_dir,
                                                                         strategy)
-    self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
-                                              max_to_keep=config.keep_checkpoints)
+    self.manager = model_dir_lib.checkpoint_manager(self.checkpoint, directory,
+                                                    config.keep_checkpoints)
     self._train_fn = self._make_train_fn()
     self._eval_fn = None
     self._sum_fn = None
@@ -448,9 +384,8 @@ class Trainer:
     {"step", "loss" (last logged train loss), "eval" (last eval metrics), "losses" (every
     logged (step, loss))}. Raises TrainerError when the loss becomes NaN or Inf."""
     config = self.config
-    if self.is_chief:
-      check_saved_hparams(config.model_dir, self.hparams, self.run_info.get("problem"))
-      write_run_files(config.model_dir, self.hparams, self.run_info, self.data_dir)
+    if self.is_chief:  # model_dir was checked by `train` (or the CLI) before building this.
+      model_dir_lib.write_run_files(config.model_dir, self.hparams, self.run_info, self.data_dir)
     start = self.restore()
     writers = {}
     if self.is_chief:
@@ -512,7 +447,7 @@ class Trainer:
       if self._any_worker(time.time() - last_save >= config.checkpoint_every_minutes * 60):
         self.save()
         last_save = time.time()
-    if self.manager.latest_checkpoint is None or self.step != _checkpoint_step(
+    if self.manager.latest_checkpoint is None or self.step != model_dir_lib.checkpoint_step(
         self.manager.latest_checkpoint):
       self.save()
     for writer in writers.values():
@@ -559,10 +494,6 @@ def _input_context(strategy):
   return tf.distribute.InputContext(num_workers, index, strategy.num_replicas_in_sync)
 
 
-def _checkpoint_step(path):
-  return int(path.rsplit("-", 1)[-1])
-
-
 def _worker_temp_dir(model_dir, strategy):
   resolver = strategy.cluster_resolver
   return os.path.join(model_dir, f"workertemp_{resolver.task_type}_{resolver.task_id}")
@@ -599,6 +530,7 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
 
 def train(problem, hparams, data_dir, config, vocab_size, run_info=None, metric_fn=None,
           log=print):
-  """Builds a Trainer and runs it; see Trainer.train."""
+  """Refuses a model_dir of another run, then builds a Trainer and runs it; see Trainer.train."""
+  model_dir_lib.check_saved_hparams(config.model_dir, hparams, (run_info or {}).get("problem"))
   trainer = Trainer(problem, hparams, data_dir, config, vocab_size, run_info, metric_fn, log)
   return trainer.train()

@@ -53,7 +53,8 @@ def make_random_model_dir(tmp_path_factory):
   import tensorflow as tf
 
   import t2t_lite
-  from t2t_lite import tokenizer, trainer
+  from t2t_lite import model_dir as model_dir_lib
+  from t2t_lite import tokenizer
 
   def make(name, words, checkpoint_number=1):
     root = tmp_path_factory.mktemp(name)
@@ -62,7 +63,7 @@ def make_random_model_dir(tmp_path_factory):
     data_dir, model_dir = str(root / "data"), str(root / "model")
     vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
     hparams = t2t_lite.get_hparams("transformer_tiny")
-    trainer.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
+    model_dir_lib.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
     keras.utils.set_random_seed(1)
     model = t2t_lite.build_model(hparams, vocab.vocab_size)
     tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir,

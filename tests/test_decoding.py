@@ -17,7 +17,7 @@ from t2t_lite import checkpoints, decoding, metrics, parsing
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
-from t2t_lite.trainer import write_run_files
+from t2t_lite.model_dir import write_run_files
 
 PROBLEM = "algorithmic_reverse"
 EOS = 1

@@ -18,7 +18,8 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import decoding, export, trainer
+from t2t_lite import decoding, export
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.bin import export as export_cli
 
 _WORDS = ("a man rides horse the dog runs in park woman with red hat over bridge "
@@ -246,7 +247,7 @@ def test_stock_saved_model_cli_runs_a_word_vocabulary_export(tmp_path):
   """The unmodified `saved_model_cli run` binary (no TF Text needed for a word vocabulary)."""
   hparams = t2t_lite.get_hparams("transformer_tiny")
   model_dir = str(tmp_path / "model")
-  trainer.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
+  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
   keras.utils.set_random_seed(8)  # Random weights whose outputs are not empty.
   model = t2t_lite.build_model(hparams, t2t_lite.get_problem("algorithmic_reverse").tokenizer()
                                .vocab_size)

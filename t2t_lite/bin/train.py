@@ -117,6 +117,7 @@ def main(argv=None):
   import tensorflow as tf
 
   import t2t_lite
+  from t2t_lite import model_dir as model_dir_lib
   from t2t_lite import trainer
   from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
@@ -140,18 +141,18 @@ def main(argv=None):
         seed=args.seed, steps_per_execution=args.steps_per_execution,
         static_shapes=args.static_shapes, log_every=args.log_every,
         train_minutes=args.train_minutes)
-    # Refuse a model_dir of other hparams before preparing data or building anything.
-    trainer.check_saved_hparams(args.model_dir, hparams, args.problem)
+    # The run's one model_dir check: before preparing data or building anything.
+    model_dir_lib.check_saved_hparams(args.model_dir, hparams, args.problem)
     if not problem.is_prepared(args.data_dir):
       print(f"preparing {args.problem} in {args.data_dir}", flush=True)
       problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
     vocab_size = problem.tokenizer(args.data_dir).vocab_size
     run_info = {"problem": args.problem, "hparams_set": args.hparams,
                 "hparams_overrides": args.hparams_overrides}
-    result = trainer.train(problem, hparams, args.data_dir, config, vocab_size, run_info,
-                           metric_fn=trainer.problem_metric_fn(
-                               problem, args.data_dir, hparams, args.eval_decode_examples),
-                           log=lambda line: print(line, flush=True))
+    metric_fn = trainer.problem_metric_fn(problem, args.data_dir, hparams,
+                                          args.eval_decode_examples)
+    result = trainer.Trainer(problem, hparams, args.data_dir, config, vocab_size, run_info,
+                             metric_fn, log=lambda line: print(line, flush=True)).train()
   except T2TLiteError as e:
     return cli.fail("t2t-lite-train", e, e.exit_status)
   except tf.errors.DataLossError as e:  # A record file damaged after the size check passed.
