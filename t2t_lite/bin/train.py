@@ -158,7 +158,9 @@ def main(argv=None):
   except tf.errors.DataLossError as e:  # A record file damaged after the size check passed.
     e = problem.damaged_data_error(args.data_dir, e)
     return cli.fail("t2t-lite-train", e, e.exit_status)
-  print(f"done: step {result['step']}, checkpoints in {args.model_dir}", flush=True)
+  stopped = {"SIGTERM": " (stopped by SIGTERM)", "time": " (time budget spent)"}.get(
+      result["stopped"], "")
+  print(f"done: step {result['step']}{stopped}, checkpoints in {args.model_dir}", flush=True)
   return 0
 
 
