@@ -144,6 +144,16 @@ def _check_batch_of_strings(inputs):
   return tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
 
 
+def _make_export_dir(export_dir):
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
+  try:
+    tf.io.gfile.makedirs(export_dir)
+  except tf.errors.OpError as e:
+    raise ExportError(f"cannot create export_dir {export_dir}: "
+                      f"{str(e.message).strip().splitlines()[0]}") from None
+
+
 def next_version(export_dir):
   """1 + the largest integer-named subdirectory of export_dir (1 for a new or empty one)."""
   if not tf.io.gfile.isdir(export_dir):
@@ -165,7 +175,7 @@ def save(module, export_dir, extra_info=None):
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
-  tf.io.gfile.makedirs(export_dir)
+  _make_export_dir(export_dir)
   version = next_version(export_dir)
   path = os.path.join(export_dir, str(version))
   temp_path = os.path.join(export_dir, f".tmp-{version}")
@@ -198,6 +208,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=N
   Settings left None default as in t2t-lite-decode: hparams.json's, else the problem's;
   max_input_length: hparams.max_length. Returns the written `<export_dir>/<version>`.
   """
+  _make_export_dir(export_dir)  # Before the model is loaded: a bad export_dir fails at once.
   translator = decoding.Translator.from_model_dir(
       model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
       max_input_length=max_input_length)

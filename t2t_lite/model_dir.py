@@ -180,6 +180,15 @@ def checkpoint_step(checkpoint):
   return int(suffix) if suffix.isdigit() else None
 
 
+# What reading a damaged checkpoint raises: tf.errors.OpError (DataLossError, NotFoundError,
+# ...) from the C++ reader, IndexError ("Read less bytes than requested") from its Python side.
+UNREADABLE = (tf.errors.OpError, IndexError)
+
+
+def _reason(error):
+  return _first_line(getattr(error, "message", None) or error)
+
+
 def restore_newest_readable(restore, model_dir, warn):
   """Calls restore(path) on model_dir's checkpoints, newest first, until one reads -> its path
   (None when model_dir has none). A checkpoint that does not read (its .data truncated or
@@ -190,10 +199,10 @@ def restore_newest_readable(restore, model_dir, warn):
     try:
       restore(path)
       return path
-    except tf.errors.OpError as e:
+    except UNREADABLE as e:
       fallback = (f"using the previous one, {paths[-i - 2]}" if i + 1 < len(paths)
                   else "no earlier checkpoint is left")
-      warn(f"checkpoint {path} does not read ({_first_line(e.message)}): {fallback}")
+      warn(f"checkpoint {path} does not read ({_reason(e)}): {fallback}")
   if paths:
     raise ModelDirError(f"no checkpoint of {model_dir} reads (tried {', '.join(paths)}): "
                         "the run must start again in a new --model_dir")
@@ -284,9 +293,8 @@ def load(model_dir, checkpoint_path: Optional[str] = None):
     checkpoint = find_checkpoint(model_dir, checkpoint_path)
     try:
       restore_model(model, checkpoint)
-    except tf.errors.OpError as e:
-      raise ModelDirError(f"checkpoint {checkpoint} does not read ({_first_line(e.message)})"
-                          ) from None
+    except UNREADABLE as e:
+      raise ModelDirError(f"checkpoint {checkpoint} does not read ({_reason(e)})") from None
   else:
     checkpoint = restore_newest_readable(lambda path: restore_model(model, path), model_dir,
                                          logger.warning)

@@ -165,7 +165,13 @@ class Problem:
       logger.info("%s: %s is already prepared", self.name, data_dir)
       return manifest["splits"]
     raw_dir = raw_dir or self.default_raw_dir(data_dir)
-    tf.io.gfile.makedirs(data_dir)
+    if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+      raise ProblemError(f"data_dir {data_dir} is a file, not a directory")
+    try:
+      tf.io.gfile.makedirs(data_dir)
+    except tf.errors.OpError as e:
+      raise ProblemError(f"cannot create data_dir {data_dir}: "
+                         f"{str(e.message).strip().splitlines()[0]}") from None
     logger.info("%s: building the vocabulary in %s", self.name, data_dir)
     self.build_vocab(data_dir, raw_dir)
     self._tokenizers.pop(data_dir, None)
