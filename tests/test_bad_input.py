@@ -231,3 +231,35 @@ def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_p
     serve(inputs=tf.constant([["a man"], ["ein hund"]]))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"Shape of tensor inputs \[1,2,2\]"):
     loaded.signatures["translate_ids"](inputs=tf.constant([[[3, 1], [3, 1]]]))
+
+
+def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_path):
+  import tensorflow as tf
+  small = model_dirs["small"]
+  other = make_model_dir(tmp_path / "enfr", small.parent / "data",
+                         "num_layers=1,d_model=32,d_ff=64,num_heads=2", seed=2,
+                         problem="multi30k_enfr")  # same shapes and vocabulary
+  mixed = tmp_path / "mixed"
+  for path in small.iterdir():
+    (mixed / path.name).parent.mkdir(exist_ok=True)
+    (mixed / path.name).write_bytes(path.read_bytes())
+  tf.train.update_checkpoint_state(str(mixed), str(other / "ckpt-10"),
+                                   [str(mixed / "ckpt-10"), str(other / "ckpt-10")])
+  code, out, err = run_tool("avg_checkpoints", "--model_dir", mixed, "--num_last=2",
+                            "--output_dir", tmp_path / "avg")
+  assert code == 2
+  assert err == (f"t2t-lite-avg-checkpoints: error: {mixed}/ckpt-10 and {other}/ckpt-10 come "
+                 "from different runs: problem 'multi30k_ende' vs 'multi30k_enfr'\n")
+  assert not (tmp_path / "avg").exists()
+
+
+@pytest.mark.parametrize("tool, flag", [("export", "--export_dir"), ("train", "--data_dir")])
+def test_a_directory_flag_that_names_a_file_is_one_line(model_dirs, tmp_path, tool, flag):
+  path = tmp_path / "file"
+  path.write_text("x")
+  args = (["--model_dir", model_dirs["small"], "--export_dir", path] if tool == "export" else
+          ["--problem=algorithmic_reverse", "--hparams=transformer_tiny", "--data_dir", path,
+           "--model_dir", tmp_path / "model"])
+  code, out, err = run_tool(tool, *args)
+  assert code == 2
+  assert_one_line(err, f"t2t-lite-{tool}", f"{flag[2:]} {path} is a file, not a directory")

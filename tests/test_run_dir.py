@@ -187,3 +187,90 @@ def test_resume_with_another_setting_is_refused_and_model_dir_kept(four_checkpoi
   assert error_line(err) == f"{model_dir} {message} (see {model_dir}/run.json), or use a new --model_dir"
   assert before == {name: (model_dir / name).read_bytes() for name in before}
   assert "ckpt-5.index" not in os.listdir(model_dir) and not (model_dir / "lease.json").exists()
+
+
+def _multi30k_data(root, words):
+  """A multi30k_ende data_dir prepared from tiny raw files made of `words`."""
+  import gzip
+  import random
+  raw = root / "raw"
+  raw.mkdir(parents=True)
+  rng = random.Random(len(words))
+  for stem in ("train", "val", "test_2016_flickr"):
+    lines = "".join(" ".join(rng.choice(words) for _ in range(5)) + "\n" for _ in range(60))
+    for lang in ("en", "de"):
+      (raw / f"{stem}.{lang}.gz").write_bytes(gzip.compress(lines.encode()))
+  data_dir = root / "data"
+  t2t_lite.get_problem("multi30k_ende").prepare(str(data_dir), str(raw))
+  return data_dir
+
+
+def test_resume_with_a_data_dir_of_another_vocabulary_is_refused(tmp_path):
+  first = _multi30k_data(tmp_path / "a", "a man rides horse the dog runs".split())
+  other = _multi30k_data(tmp_path / "b", "ein mann reitet pferd der hund läuft".split())
+  model_dir = tmp_path / "model"
+  code, out, err = train(model_dir, first, 1, problem="multi30k_ende")
+  assert code == 0, err
+  vocab, run = (model_dir / "vocab.model").read_bytes(), (model_dir / "run.json").read_text()
+  code, out, err = train(model_dir, other, 2, problem="multi30k_ende")
+  assert code == 2
+  assert error_line(err).startswith(
+      f"the vocabulary of {other} differs from the one {model_dir} was trained with (sha256 ")
+  assert f"resume with the data_dir of the run ({first})" in err
+  assert (model_dir / "vocab.model").read_bytes() == vocab
+  assert (model_dir / "run.json").read_text() == run
+  assert json.loads(run)["vocab_sha256"]
+
+
+def test_a_run_ended_by_train_minutes_still_evaluates(reverse_dir, tmp_path):
+  code, out, err = train(tmp_path / "model", reverse_dir, 1000, "--train_minutes=0.0001",
+                         "--eval_steps=1", "--eval_every=1000")
+  assert code == 0, err
+  lines = out.splitlines()
+  stop = next(i for i, line in enumerate(lines) if line.startswith("stopping at step 1: the"))
+  assert lines[stop + 1].startswith("eval at step 1: loss ")
+  assert "done: step 1 (time budget spent)" in out
+
+
+def test_model_dir_that_is_a_file_is_one_line(reverse_dir, tmp_path):
+  path = tmp_path / "model"
+  path.write_text("not a directory")
+  code, out, err = train(path, reverse_dir, 1)
+  assert code == 2
+  assert error_line(err).startswith(f"cannot write model_dir {path}: ")
+  assert path.read_text() == "not a directory"
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+  """A 3 MB tmpfs (needs root and mount; skipped where that is not allowed)."""
+  path = tmp_path / "disk"
+  path.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a small tmpfs here")
+  yield path
+  subprocess.run(["umount", str(path)], check=True)
+
+
+def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads(
+    reverse_dir, small_disk, tmp_path):
+  model_dir = small_disk / "model"
+  code, out, err = train(model_dir, reverse_dir, 1)
+  assert code == 0, err
+  stat = os.statvfs(small_disk)
+  free = stat.f_bavail * stat.f_frsize
+  (small_disk / "filler").write_bytes(b"\0" * (free - 20000))  # leave 20 kB
+  code, out, err = train(model_dir, reverse_dir, 2)
+  assert code == 1, err
+  message = error_line(err)
+  assert message.startswith(f"saving the step 2 checkpoint in {model_dir} failed: ")
+  assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-1, is intact")
+  assert "MB)" in message  # the size a checkpoint takes
+  assert not list(model_dir.glob("*_temp")) and not list(model_dir.glob("*.tmp"))
+  (small_disk / "filler").unlink()
+  (tmp_path / "in.txt").write_text("1 2 3\n")
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
+                        f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
+                       capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0 and f"{model_dir}/ckpt-1" in run.stderr, run.stderr
