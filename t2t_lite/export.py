@@ -31,7 +31,7 @@ import re
 import keras
 import tensorflow as tf
 
-from t2t_lite import decoding
+from t2t_lite import decoding, files
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
 from t2t_lite.errors import T2TLiteError
 
@@ -144,16 +144,6 @@ def _check_batch_of_strings(inputs):
   return tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
 
 
-def _make_export_dir(export_dir):
-  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
-  try:
-    tf.io.gfile.makedirs(export_dir)
-  except tf.errors.OpError as e:
-    raise ExportError(f"cannot create export_dir {export_dir}: "
-                      f"{str(e.message).strip().splitlines()[0]}") from None
-
-
 def next_version(export_dir):
   """1 + the largest integer-named subdirectory of export_dir (1 for a new or empty one)."""
   if not tf.io.gfile.isdir(export_dir):
@@ -175,7 +165,7 @@ def save(module, export_dir, extra_info=None):
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
-  _make_export_dir(export_dir)
+  files.make_dirs(export_dir, "export_dir", ExportError)
   version = next_version(export_dir)
   path = os.path.join(export_dir, str(version))
   temp_path = os.path.join(export_dir, f".tmp-{version}")
@@ -208,7 +198,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=N
   Settings left None default as in t2t-lite-decode: hparams.json's, else the problem's;
   max_input_length: hparams.max_length. Returns the written `<export_dir>/<version>`.
   """
-  _make_export_dir(export_dir)  # Before the model is loaded: a bad export_dir fails at once.
+  # Before the model is loaded: a bad export_dir fails at once.
+  files.make_dirs(export_dir, "export_dir", ExportError)
   translator = decoding.Translator.from_model_dir(
       model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
       max_input_length=max_input_length)

@@ -40,3 +40,15 @@ def copy(source, path):
   """Replaces `path` with a copy of `source`."""
   _replace(path, lambda temp: tf.io.gfile.copy(source, temp))
 
+
+
+def make_dirs(path, name, error):
+  """Creates directory `path` (and its parents); a file in the way or a write error (read-only
+  file system, no permission) raises `error` (a T2TLiteError class) naming it as `name`."""
+  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    raise error(f"{name} {path} is a file, not a directory")
+  try:
+    tf.io.gfile.makedirs(path)
+  except tf.errors.OpError as e:
+    reason = (str(e.message).strip().splitlines() or [""])[0]
+    raise error(f"cannot create {name} {path}: {reason}") from None

@@ -77,7 +77,10 @@ class Problem:
   vocab_size = 8000
   vocab_sample_size = None
   train_shards = 1  # TFRecord files for the train split (more = more parallel workers).
-  cache_in_memory = True  # Keep parsed examples in memory (small data sets only).
+  # Keep parsed examples in memory during one-pass reads (evaluation). Never for training: the
+  # trainer checkpoints its input iterator, which would copy the whole cache into every
+  # checkpoint (a multi30k_ende transformer_tiny checkpoint: see bench/checkpoint_size.py).
+  cache_in_memory = True
 
   _SETTINGS = ("vocab_type", "vocab_size", "vocab_sample_size", "train_shards",
                "cache_in_memory")
@@ -165,13 +168,7 @@ class Problem:
       logger.info("%s: %s is already prepared", self.name, data_dir)
       return manifest["splits"]
     raw_dir = raw_dir or self.default_raw_dir(data_dir)
-    if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
-      raise ProblemError(f"data_dir {data_dir} is a file, not a directory")
-    try:
-      tf.io.gfile.makedirs(data_dir)
-    except tf.errors.OpError as e:
-      raise ProblemError(f"cannot create data_dir {data_dir}: "
-                         f"{str(e.message).strip().splitlines()[0]}") from None
+    files.make_dirs(data_dir, "data_dir", ProblemError)
     logger.info("%s: building the vocabulary in %s", self.name, data_dir)
     self.build_vocab(data_dir, raw_dir)
     self._tokenizers.pop(data_dir, None)
@@ -282,7 +279,7 @@ class Problem:
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
-        cache=self.cache_in_memory)
+        cache=self.cache_in_memory and not training)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""

@@ -19,13 +19,6 @@ ENV["CUDA_VISIBLE_DEVICES"] = ""
 STEP_LINE = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
 
 
-@pytest.fixture(scope="module")
-def reverse_dir(tmp_path_factory):
-  data_dir = str(tmp_path_factory.mktemp("reverse_data"))
-  t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
-  return data_dir
-
-
 def train_cmd(model_dir, data_dir, steps, *extra, problem="algorithmic_reverse"):
   return [sys.executable, "-m", "t2t_lite.bin.train", f"--problem={problem}",
           "--hparams=transformer_tiny", f"--hparams_overrides={TINY}", f"--data_dir={data_dir}",
