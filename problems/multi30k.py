@@ -9,6 +9,7 @@ import gzip
 import os
 import urllib.error
 import urllib.request
+import zlib
 
 import tensorflow as tf
 
@@ -24,7 +25,11 @@ def read_lines(path):
   with tf.io.gfile.GFile(path, "rb") as f:
     data = f.read()
   if path.endswith(".gz"):
-    data = gzip.decompress(data)
+    try:
+      data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; cut: EOFError
+      raise ProblemError(f"{path} is not a complete gzip file ({e}); download it again or "
+                         f"remove it so that it is downloaded") from None
   lines = data.split(b"\n")
   if lines and not lines[-1]:
     lines.pop()
@@ -76,11 +81,14 @@ class _Multi30k(Problem):
           f"{self.name}: raw_dir {raw_dir} lacks {', '.join(missing)} and downloading them from "
           f"{URL} failed ({reason}); put those files in --raw_dir") from None
 
+  def raw_files(self, split, raw_dir):
+    prefix = os.path.join(raw_dir, _SPLIT_FILES[split])
+    return [f"{prefix}.{self.source_lang}.gz", f"{prefix}.{self.target_lang}.gz"]
+
   def _paths(self, split, raw_dir):
     """The (source, target) files of `split`, downloaded first if missing."""
     self._ensure_raw(raw_dir)
-    prefix = os.path.join(raw_dir, _SPLIT_FILES[split])
-    return f"{prefix}.{self.source_lang}.gz", f"{prefix}.{self.target_lang}.gz"
+    return self.raw_files(split, raw_dir)
 
   def split_size(self, split, raw_dir):
     return len(read_lines(self._paths(split, raw_dir)[0]))

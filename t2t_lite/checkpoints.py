@@ -69,6 +69,25 @@ def model_variables(checkpoint):
   return variables
 
 
+def check_same_run(checkpoints):
+  """Raises CheckpointError when the run files beside the checkpoints (run.json's problem, the
+  vocabulary's checksum) differ: equal shapes do not make two models' weights averageable (a
+  `checkpoint` index can list another model_dir's checkpoints by absolute path)."""
+  def run_of(checkpoint):
+    directory = os.path.dirname(checkpoint)
+    path = os.path.join(directory, model_dir_lib.RUN_FILE)
+    problem = model_dir_lib.read_json(path).get("problem") if tf.io.gfile.exists(path) else None
+    return {"problem": problem, "vocabulary": model_dir_lib.vocab_checksum(directory)[:12]}
+
+  first = run_of(checkpoints[0])
+  for other in checkpoints[1:]:
+    run = run_of(other)
+    for key in first:
+      if run[key] != first[key]:
+        raise CheckpointError(f"{checkpoints[0]} and {other} come from different runs: "
+                              f"{key} {first[key]!r} vs {run[key]!r}")
+
+
 def check_same_variables(checkpoints):
   """Raises CheckpointError naming the first variable whose presence or shape differs."""
   first = {path: shape for path, (_, shape) in model_variables(checkpoints[0]).items()}
@@ -114,6 +133,7 @@ def average_last(model_dir, num_last, output_dir):
   if os.path.normpath(output_dir) == os.path.normpath(model_dir):
     raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
   checkpoints = last_checkpoints(model_dir, num_last)
+  check_same_run(checkpoints)
   check_same_variables(checkpoints)  # Before restoring any of them into the model.
   loaded = model_dir_lib.load(model_dir, checkpoints[-1])
   average_checkpoints(loaded.model, checkpoints)

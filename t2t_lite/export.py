@@ -31,7 +31,7 @@ import re
 import keras
 import tensorflow as tf
 
-from t2t_lite import decoding
+from t2t_lite import decoding, files
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
 from t2t_lite.errors import T2TLiteError
 
@@ -82,6 +82,7 @@ class TranslationModule(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_text(self, inputs):
     """string [B] -> {"outputs": string [B], "scores": float32 [B], "truncated": bool [B]}."""
+    inputs = _check_batch_of_strings(inputs)
     text = tf.strings.unicode_transcode(inputs, input_encoding="UTF-8", output_encoding="UTF-8",
                                         errors="replace", replacement_char=0xFFFD)
     blank = tf.strings.regex_full_match(text, _BLANK)  # [B], as Python's not line.strip()
@@ -94,6 +95,7 @@ class TranslationModule(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
     """int32 [B, S] 0-padded -> {"outputs": int32 [B, L] 0-padded, "scores", "truncated"}."""
+    inputs = tf.ensure_shape(inputs, [None, None], name="inputs_must_be_a_matrix_of_ids")
     checks = [
         tf.debugging.assert_non_negative(inputs, message="input ids must be >= 0"),
         tf.debugging.assert_less(inputs, self.vocab_size,
@@ -133,6 +135,15 @@ class TranslationModule(tf.Module):
             "truncated": tf.logical_and(truncated, tf.logical_not(blank))}
 
 
+def _check_batch_of_strings(inputs):
+  """inputs, after a run-time check that they are a vector [B]. The signature says [None], but
+  a server (TF Serving's C++ session, the TF2 signature wrapper) does not check the shape of a
+  request: a [B, 1] batch would otherwise fail deep in the beam search with "Incompatible
+  shapes". EnsureShape runs when the request does, and names both shapes (an Assert on the
+  rank would not: grappler folds the rank of a [None] input into the constant 1)."""
+  return tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
+
+
 def next_version(export_dir):
   """1 + the largest integer-named subdirectory of export_dir (1 for a new or empty one)."""
   if not tf.io.gfile.isdir(export_dir):
@@ -154,7 +165,7 @@ def save(module, export_dir, extra_info=None):
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
-  tf.io.gfile.makedirs(export_dir)
+  files.make_dirs(export_dir, "export_dir", ExportError)
   version = next_version(export_dir)
   path = os.path.join(export_dir, str(version))
   temp_path = os.path.join(export_dir, f".tmp-{version}")
@@ -187,6 +198,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=N
   Settings left None default as in t2t-lite-decode: hparams.json's, else the problem's;
   max_input_length: hparams.max_length. Returns the written `<export_dir>/<version>`.
   """
+  # Before the model is loaded: a bad export_dir fails at once.
+  files.make_dirs(export_dir, "export_dir", ExportError)
   translator = decoding.Translator.from_model_dir(
       model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
       max_input_length=max_input_length)

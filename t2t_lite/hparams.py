@@ -6,6 +6,7 @@ unknown name says "did you mean", a value of the wrong type names the field and 
 import dataclasses
 import difflib
 import json
+import math
 import typing
 from typing import Optional
 
@@ -47,23 +48,15 @@ class HParams:
   extra_decode_length: Optional[int] = None
 
   def __post_init__(self):
-    if self.num_heads <= 0 or self.d_model % self.num_heads:
+    """Every field with a meaningful range is checked here: when a set is built, overridden
+    (`replace`, `override`) or loaded (`from_json`), so a bad value never reaches training."""
+    for name, check, wanted in _RANGES:
+      value = getattr(self, name)
+      if value is not None and not check(value):
+        raise HParamsError(f"{name} must be {wanted}, got {value!r}")
+    if self.d_model % self.num_heads:
       raise HParamsError(
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-    for name in ("num_layers", "d_model", "d_ff", "max_length", "batch_size"):
-      if getattr(self, name) <= 0:
-        raise HParamsError(f"{name} must be positive, got {getattr(self, name)}")
-    for name in ("d_k", "d_v", "warmup_steps"):
-      if getattr(self, name) < 0:
-        raise HParamsError(f"{name} must be >= 0, got {getattr(self, name)}")
-    for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        raise HParamsError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-    if self.norm_type not in ("post", "pre"):
-      raise HParamsError(f"norm_type must be 'post' or 'pre', got {self.norm_type!r}")
-    if self.position_encoding not in ("sinusoid", "learned"):
-      raise HParamsError(
-          f"position_encoding must be 'sinusoid' or 'learned', got {self.position_encoding!r}")
 
   @property
   def key_depth(self):
@@ -86,10 +79,20 @@ class HParams:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
-  def from_json(cls, text):
-    values = json.loads(text)
+  def from_json(cls, text, source="hparams JSON"):
+    try:
+      values = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise HParamsError(f"{source} is not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(values, dict):
+      raise HParamsError(f"{source} holds a {type(values).__name__}, not an object of hparams")
     _check_names(values)
-    return cls(**values)
+    for name, value in values.items():
+      _check_type(name, value, source)
+    floats = {name for name, t in typing.get_type_hints(cls).items() if float in (
+        t, *typing.get_args(t))}
+    return cls(**{name: float(value) if name in floats and value is not None else value
+                  for name, value in values.items()})
 
   def save(self, path):
     """Writes hparams.json; `path` may be any tf.io.gfile path (local, gs://, ram://)."""
@@ -100,8 +103,29 @@ class HParams:
   def load(cls, path):
     import tensorflow as tf
     with tf.io.gfile.GFile(path) as f:
-      return cls.from_json(f.read())
+      text = f.read()
+    try:
+      return cls.from_json(text, path)
+    except HParamsError as e:
+      raise HParamsError(f"{path}: {e}" if path not in str(e) else str(e)) from None
 
+
+# (name, check, what the check wants). None (beam_size, alpha, extra_decode_length: "the
+# problem's default") is always accepted; NaN fails every check, infinity the isfinite ones.
+_RANGES = (
+    *((name, lambda x: x >= 1, ">= 1") for name in (
+        "num_layers", "d_model", "d_ff", "num_heads", "max_length", "batch_size",
+        "beam_size", "extra_decode_length")),
+    *((name, lambda x: x >= 0, ">= 0") for name in ("d_k", "d_v", "warmup_steps")),
+    *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
+        "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
+        "adam_beta2")),
+    *((name, lambda x: math.isfinite(x) and x > 0, "a finite number > 0") for name in (
+        "learning_rate", "adam_epsilon")),
+    ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),
+    ("norm_type", lambda x: x in ("post", "pre"), "'post' or 'pre'"),
+    ("position_encoding", lambda x: x in ("sinusoid", "learned"), "'sinusoid' or 'learned'"),
+)
 
 _FIELDS = {f.name: f for f in dataclasses.fields(HParams)}
 
@@ -112,6 +136,22 @@ def _check_names(names):
       close = difflib.get_close_matches(name, _FIELDS, n=3, cutoff=0.6)
       hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
       raise HParamsError(f"unknown hparam {name!r}{hint}")
+
+
+def _check_type(name, value, source):
+  """A JSON value of the type HParams declares (an int is a valid float; None only where the
+  field is Optional)."""
+  field_type = typing.get_type_hints(HParams)[name]
+  if typing.get_origin(field_type) is typing.Union:
+    if value is None:
+      return
+    field_type = typing.get_args(field_type)[0]
+  ok = isinstance(value, field_type) and not (field_type is int and isinstance(value, bool))
+  if field_type is float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+  if not ok:
+    raise HParamsError(f"bad value for hparam {name!r} in {source}: {value!r} is not a "
+                       f"{field_type.__name__}")
 
 
 def _parse_value(name, text):

@@ -63,6 +63,18 @@ def read_records(files, num_shards=1, shard_index=0):
   return ds.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def first_damaged_file(files):
+  """(path, reason) of the first TFRecord file that does not read to its end with valid
+  checksums and examples, or (None, None). Reads everything: for error paths only."""
+  for path in files:
+    try:
+      for _ in tf.data.TFRecordDataset(path).map(_parse):
+        pass
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      return path, str(e.message).splitlines()[0]
+  return None, None
+
+
 def example_length(example):
   """max(len(inputs), len(targets)): the length an example is bucketed and filtered by."""
   return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])

@@ -24,7 +24,9 @@ Checks made before a run writes into a model_dir (resuming it) belong in `check_
 or beside it, so that the trainer and the train CLI keep calling one function.
 """
 import dataclasses
+import hashlib
 import json
+import logging
 import os
 from typing import Any, Optional
 
@@ -40,6 +42,9 @@ MANIFEST_FILE = "manifest.json"
 VOCAB_PATTERN = "vocab*"  # The vocabulary files of a data_dir, copied as they are.
 MODEL = "model"  # The model's name in the checkpoints' object graph.
 CHECKPOINT_PREFIX = "ckpt"  # tf.train.CheckpointManager's: ckpt-<step>.
+
+
+logger = logging.getLogger(__name__)
 
 
 class ModelDirError(T2TLiteError, ValueError):
@@ -80,6 +85,45 @@ def check_saved_hparams(model_dir, hparams, problem=None):
           f"the same hparams (see {path}) or use a new --model_dir")
 
 
+def vocab_checksum(directory):
+  """sha256 over the names and bytes of directory's vocabulary files ("" when it has none):
+  two vocabularies of the same size but other pieces give other ids for the same text."""
+  digest = hashlib.sha256()
+  paths = sorted(tf.io.gfile.glob(_path(directory, VOCAB_PATTERN)))
+  for path in paths:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      digest.update(os.path.basename(path).encode() + b"\0" + f.read())
+  return digest.hexdigest() if paths else ""
+
+
+# What exact resume depends on besides hparams.json: run.json fields that must not change.
+RESUME_FIELDS = ("problem", "seed", "grad_accum_steps", "num_replicas", "mixed_precision")
+
+
+def check_resume(model_dir, run_info, data_dir=None):
+  """Refuses to resume a model_dir whose run.json says another problem, seed, accumulation,
+  replica count or precision, or whose vocabulary differs from data_dir's (naming the first
+  difference). Reads only: called before anything in model_dir is written."""
+  path = _path(model_dir, RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    return
+  saved = read_json(path)
+  for key in RESUME_FIELDS:
+    if key in saved and key in run_info and saved[key] != run_info[key]:
+      raise ModelDirError(
+          f"{model_dir} was trained with {key}={saved[key]!r}, not {run_info[key]!r}: exact "
+          f"resume needs the same {key} (see {path}), or use a new --model_dir")
+  if data_dir is not None:
+    # Compare with model_dir's own copy (present since the first run; run.json's checksum is
+    # only a record): a vocabulary of the same size but other pieces would pass any size check.
+    ours, theirs = vocab_checksum(model_dir), vocab_checksum(data_dir)
+    if ours != theirs:
+      raise ModelDirError(
+          f"the vocabulary of {data_dir} differs from the one {model_dir} was trained with "
+          f"(sha256 {theirs[:12] or 'none'} vs {ours[:12] or 'none'}): resume with the "
+          f"data_dir of the run ({saved.get('data_dir')}) or use a new --model_dir")
+
+
 def copy_vocabulary(source_dir, model_dir):
   """Copies source_dir's vocabulary files into model_dir -> their names, sorted."""
   names = []
@@ -103,7 +147,8 @@ def write_run_files(model_dir, hparams, run_info, data_dir=None):
   if data_dir:
     vocab_files = copy_vocabulary(data_dir, model_dir)
     _copy_if_present(MANIFEST_FILE, data_dir, model_dir)
-  write_json(_path(model_dir, RUN_FILE), dict(run_info, vocab_files=vocab_files))
+  write_json(_path(model_dir, RUN_FILE), dict(run_info, vocab_files=vocab_files,
+                                               vocab_sha256=vocab_checksum(model_dir)))
 
 
 def copy_run_files(model_dir, output_dir):
@@ -135,6 +180,53 @@ def checkpoint_step(checkpoint):
   return int(suffix) if suffix.isdigit() else None
 
 
+# What reading a damaged checkpoint raises: tf.errors.OpError (DataLossError, NotFoundError,
+# ...) from the C++ reader, IndexError ("Read less bytes than requested") from its Python side.
+UNREADABLE = (tf.errors.OpError, IndexError)
+
+
+def _reason(error):
+  return _first_line(getattr(error, "message", None) or error)
+
+
+def restore_newest_readable(restore, model_dir, warn):
+  """Calls restore(path) on model_dir's checkpoints, newest first, until one reads -> its path
+  (None when model_dir has none). A checkpoint that does not read (its .data truncated or
+  missing, its .index damaged: a tf.errors.OpError) is named through warn(message) and the
+  previous one is tried: never silently, and never a traceback while an older one is good."""
+  paths = list_checkpoints(model_dir)
+  for i, path in enumerate(reversed(paths)):
+    try:
+      restore(path)
+      return path
+    except UNREADABLE as e:
+      fallback = (f"using the previous one, {paths[-i - 2]}" if i + 1 < len(paths)
+                  else "no earlier checkpoint is left")
+      warn(f"checkpoint {path} does not read ({_reason(e)}): {fallback}")
+  if paths:
+    raise ModelDirError(f"no checkpoint of {model_dir} reads (tried {', '.join(paths)}): "
+                        "the run must start again in a new --model_dir")
+  return None
+
+
+def remove_stale_temp_dirs(model_dir, log):
+  """Removes `<prefix>_temp` directories: the parts of a save that did not finish (a kill or a
+  full disk mid-save). Only the lease holder may call this: a live save writes one."""
+  for path in tf.io.gfile.glob(_path(model_dir, "*_temp")):
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+      log(f"removed {path}: the parts of a save that did not finish")
+
+
+def checkpoint_bytes(prefix):
+  """Size of a checkpoint's files (.index and .data-*), 0 if it has none."""
+  return sum(tf.io.gfile.stat(path).length for path in tf.io.gfile.glob(prefix + ".*"))
+
+
+def _first_line(text):
+  return (str(text).strip().splitlines() or [""])[0]
+
+
 def find_checkpoint(model_dir, checkpoint_path=None):
   """The checkpoint prefix to restore: `checkpoint_path` (a prefix, or a directory whose latest
   checkpoint is taken), else the latest checkpoint in model_dir."""
@@ -154,11 +246,11 @@ def find_checkpoint(model_dir, checkpoint_path=None):
 def restore_model(model, checkpoint):
   """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
   (other objects in it, e.g. the optimizer, are ignored); every model weight must be there."""
-  status = tf.train.Checkpoint(**{MODEL: model}).restore(checkpoint)
-  status.expect_partial()
   try:
+    status = tf.train.Checkpoint(**{MODEL: model}).restore(checkpoint)
+    status.expect_partial()
     status.assert_existing_objects_matched()
-  except AssertionError as e:
+  except (AssertionError, ValueError) as e:  # ValueError: a weight of another shape
     raise ModelDirError(f"checkpoint {checkpoint} does not match the model of {HPARAMS_FILE}: "
                         f"{str(e).splitlines()[0]}") from None
   return model
@@ -194,8 +286,18 @@ def load(model_dir, checkpoint_path: Optional[str] = None):
   """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary."""
   import t2t_lite  # The package's registries; imported here as the package imports us.
   hparams = read_hparams(model_dir)
-  checkpoint = find_checkpoint(model_dir, checkpoint_path)
   problem = t2t_lite.get_problem(read_run_info(model_dir)["problem"])
   tokenizer = problem.tokenizer(model_dir)
-  model = restore_model(t2t_lite.build_model(hparams, tokenizer.vocab_size), checkpoint)
+  model = t2t_lite.build_model(hparams, tokenizer.vocab_size)
+  if checkpoint_path:  # Asked for by name: no other one will do.
+    checkpoint = find_checkpoint(model_dir, checkpoint_path)
+    try:
+      restore_model(model, checkpoint)
+    except UNREADABLE as e:
+      raise ModelDirError(f"checkpoint {checkpoint} does not read ({_reason(e)})") from None
+  else:
+    checkpoint = restore_newest_readable(lambda path: restore_model(model, path), model_dir,
+                                         logger.warning)
+    if checkpoint is None:
+      find_checkpoint(model_dir)  # Raises, naming the directory.
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint)

@@ -32,6 +32,7 @@ Nothing is dropped silently: pairs with an empty side are counted and logged at 
 drops for being longer than hparams.max_length (see `count_overlong`).
 """
 import difflib
+import itertools
 import json
 import logging
 import os
@@ -76,7 +77,10 @@ class Problem:
   vocab_size = 8000
   vocab_sample_size = None
   train_shards = 1  # TFRecord files for the train split (more = more parallel workers).
-  cache_in_memory = True  # Keep parsed examples in memory (small data sets only).
+  # Keep parsed examples in memory during one-pass reads (evaluation). Never for training: the
+  # trainer checkpoints its input iterator, which would copy the whole cache into every
+  # checkpoint (a multi30k_ende transformer_tiny checkpoint: see bench/checkpoint_size.py).
+  cache_in_memory = True
 
   _SETTINGS = ("vocab_type", "vocab_size", "vocab_sample_size", "train_shards",
                "cache_in_memory")
@@ -118,8 +122,21 @@ class Problem:
 
   def build_vocab(self, data_dir, raw_dir):
     """Learns the vocabulary and writes it to data_dir."""
-    tokenizer.train_sentencepiece(self.vocab_texts(raw_dir), self._vocab_path(data_dir),
+    texts = (text for text in self.vocab_texts(raw_dir) if text.strip())
+    first = next(texts, None)
+    if first is None:  # SentencePiece would fail with a RuntimeError of its own.
+      raise self._no_training_text(raw_dir)
+    tokenizer.train_sentencepiece(itertools.chain([first], texts), self._vocab_path(data_dir),
                                   self.vocab_size, self.vocab_type)
+
+  def raw_files(self, split, raw_dir):
+    """The raw files `split` is read from, for messages (default: raw_dir itself)."""
+    return [raw_dir]
+
+  def _no_training_text(self, raw_dir):
+    names = ", ".join(map(str, self.raw_files("train", raw_dir)))
+    return ProblemError(f"{self.name}: no training text in {names} (every pair is empty): "
+                        "nothing to learn a vocabulary from or train on")
 
   def tokenizer(self, data_dir):
     """The tokenizer of a prepared (or vocabulary-built) data_dir."""
@@ -151,14 +168,19 @@ class Problem:
       logger.info("%s: %s is already prepared", self.name, data_dir)
       return manifest["splits"]
     raw_dir = raw_dir or self.default_raw_dir(data_dir)
-    tf.io.gfile.makedirs(data_dir)
+    files.make_dirs(data_dir, "data_dir", ProblemError)
     logger.info("%s: building the vocabulary in %s", self.name, data_dir)
     self.build_vocab(data_dir, raw_dir)
     self._tokenizers.pop(data_dir, None)
     stats = {split: self._prepare_split(split, data_dir, raw_dir, progress_seconds)
              for split in SPLITS}
+    if not stats["train"]["examples"]:
+      raise self._no_training_text(raw_dir)
+    records = tf.io.gfile.glob(os.path.join(data_dir, "*.tfrecord"))
     manifest = {"problem": self.name, "format": _FORMAT_VERSION, "settings": self.settings(),
-                "vocab_size": self.tokenizer(data_dir).vocab_size, "splits": stats}
+                "vocab_size": self.tokenizer(data_dir).vocab_size, "splits": stats,
+                "record_bytes": {os.path.basename(path): tf.io.gfile.stat(path).length
+                                 for path in sorted(records)}}
     files.write_text(os.path.join(data_dir, "manifest.json"), json.dumps(manifest, indent=1))
     return stats
 
@@ -253,10 +275,11 @@ class Problem:
     files = tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*-of-*.tfrecord"))
     if not files:
       raise ProblemError(f"no {split} records in {data_dir}: {self._how_to_prepare(data_dir)}")
+    self._check_record_sizes(data_dir, files, manifest)
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
-        cache=self.cache_in_memory)
+        cache=self.cache_in_memory and not training)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""
@@ -275,6 +298,30 @@ class Problem:
       value = getattr(hparams, key, None) if hparams is not None else None
       settings[key] = getattr(self, key) if value is None else value
     return settings
+
+  def damaged_data_error(self, data_dir, error):
+    """A ProblemError naming the first TFRecord file of data_dir that does not read through
+    (for a tf.errors.DataLossError met while reading; the error's own text names no file)."""
+    paths = sorted(tf.io.gfile.glob(os.path.join(data_dir, "*.tfrecord")))
+    path, reason = inputs.first_damaged_file(paths)
+    if path is None:
+      path, reason = data_dir, str(error.message).splitlines()[0]
+    return ProblemError(f"{path} is damaged ({reason}): {self._how_to_prepare_again(data_dir)}")
+
+  def _check_record_sizes(self, data_dir, files, manifest):
+    """Each record file has the size it had when prepared (data_dirs prepared before sizes
+    were recorded are not checked): a truncated or overwritten file is named up front."""
+    expected = manifest.get("record_bytes", {})
+    for path in files:
+      name = os.path.basename(path)
+      size = tf.io.gfile.stat(path).length
+      if name in expected and size != expected[name]:
+        raise ProblemError(
+            f"{path} has {size} bytes but had {expected[name]} when {data_dir} was prepared: it "
+            f"was truncated or overwritten; {self._how_to_prepare_again(data_dir)}")
+
+  def _how_to_prepare_again(self, data_dir):
+    return f"remove {data_dir} and prepare it again with t2t-lite-datagen"
 
   # ----------------------------------------------------------------- helpers
   def _vocab_path(self, data_dir):

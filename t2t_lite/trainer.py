@@ -24,11 +24,12 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from t2t_lite import losses, optimization
+from t2t_lite import lease as lease_lib
+from t2t_lite import losses, optimization, preemption
 from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.progress import hms as _hms
 from t2t_lite.transformer import build_model
-from t2t_lite.errors import T2TLiteError
+from t2t_lite.errors import RunFailure, T2TLiteError
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -196,6 +197,7 @@ class Trainer:
     self.manager = model_dir_lib.checkpoint_manager(self.checkpoint, directory,
                                                     config.keep_checkpoints)
     self._train_fn = self._make_train_fn()
+    self.lease = None  # model_dir's lease, held by the chief while train() runs.
     self._eval_fn = None
     self._sum_fn = None
 
@@ -357,11 +359,13 @@ class Trainer:
 
   # ------------------------------------------------------------------ the loop
   def restore(self):
-    """Restores the latest checkpoint of model_dir, if any -> the step restored (0 if none)."""
-    latest = tf.train.latest_checkpoint(self.config.model_dir)
-    if latest is not None:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
-      self.log(f"restored {latest} (step {self.step})")
+    """Restores model_dir's newest checkpoint that reads (warning about any that does not)
+    -> the step restored (0 if none)."""
+    restored = model_dir_lib.restore_newest_readable(
+        lambda path: self.checkpoint.restore(path).assert_existing_objects_matched(),
+        self.config.model_dir, lambda message: self.log(f"WARNING: {message}"))
+    if restored is not None:
+      self.log(f"restored {restored} (step {self.step})")
     if self.is_tpu:
       # Each step took grad_accum_steps batches per replica of this host's pipeline.
       skip = self.step * self.local_replicas * self.config.grad_accum_steps
@@ -373,19 +377,52 @@ class Trainer:
     return self.step
 
   def save(self):
-    step = self.step
-    path = self.manager.save(checkpoint_number=step)
+    """Saves ckpt-<step>; a full disk (or any write error) is a one-line RunFailure naming the
+    directory and the size of a checkpoint, with the last good checkpoint left as it was."""
+    step, directory = self.step, self.manager.directory
+    if self.lease is not None:
+      self.lease.check()  # Never write over another trainer's checkpoints.
+    last = self.manager.latest_checkpoint
+    try:
+      path = self.manager.save(checkpoint_number=step)
+    except tf.errors.OpError as e:
+      model_dir_lib.remove_stale_temp_dirs(directory, self.log)  # Free what the save took.
+      size = model_dir_lib.checkpoint_bytes(last) if last else 0
+      needed = f" (a checkpoint takes {size / 1e6:.1f} MB)" if size else ""
+      raise RunFailure(
+          f"saving the step {step} checkpoint in {directory} failed: "
+          f"{str(e.message).strip().splitlines()[0]}{needed}; the last good checkpoint, "
+          f"{last or 'none'}, is intact") from None
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)
     return path
 
   def train(self):
-    """Trains to config.train_steps (resuming model_dir's last checkpoint) -> a summary dict:
-    {"step", "loss" (last logged train loss), "eval" (last eval metrics), "losses" (every
-    logged (step, loss))}. Raises TrainerError when the loss becomes NaN or Inf."""
+    """Trains to config.train_steps (resuming model_dir's newest readable checkpoint) -> a
+    summary dict: {"step", "loss" (last logged train loss), "eval" (last eval metrics),
+    "losses" (every logged (step, loss)), "stopped" (None, "time" or "SIGTERM")}.
+
+    The chief holds model_dir's lease throughout (lease.py) and checks the resume (run.json,
+    vocabulary) before writing anything. SIGTERM saves and returns (preemption.py). Raises
+    TrainerError when the loss becomes NaN or Inf."""
     config = self.config
-    if self.is_chief:  # model_dir was checked by `train` (or the CLI) before building this.
-      model_dir_lib.write_run_files(config.model_dir, self.hparams, self.run_info, self.data_dir)
+    self.lease = lease_lib.Lease(config.model_dir) if self.is_chief else None
+    if self.lease is not None:
+      self.lease.acquire()
+    try:
+      if self.is_chief:  # hparams were checked by `train` (or the CLI) before building this.
+        model_dir_lib.check_resume(config.model_dir, self.run_info, self.data_dir)
+        model_dir_lib.remove_stale_temp_dirs(config.model_dir, self.log)
+        model_dir_lib.write_run_files(config.model_dir, self.hparams, self.run_info,
+                                      self.data_dir)
+      with preemption.StopOnSigterm() as sigterm:
+        return self._train_loop(sigterm)
+    finally:
+      if self.lease is not None:
+        self.lease.release()
+
+  def _train_loop(self, sigterm):
+    config = self.config
     start = self.restore()
     writers = {}
     if self.is_chief:
@@ -395,9 +432,9 @@ class Trainer:
              f"({self.strategy_name}), {self.hparams.batch_size} tokens a step = "
              f"{self.num_replicas} x {config.grad_accum_steps} micro-batches of "
              f"{self.micro_batch_tokens}; step {start} -> {config.train_steps}")
-    history, eval_metrics = [], None
+    history, eval_metrics, eval_step, stopped = [], None, None, None
     last_save = run_start = time.time()
-    window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
+    window = _Window()
     step = start
     while step < config.train_steps:
       n = self._steps_until_event(step)
@@ -408,40 +445,20 @@ class Trainer:
             f"loss became {loss} between steps {step} and {step + n}; stopped without saving "
             f"(last good checkpoint: {last}). Lower learning_rate or raise warmup_steps")
       step += n
-      window_tokens += tokens
-      window_loss += loss * n
-      window_steps += n
+      window.add(loss, tokens, n)
       if step % config.log_every == 0 or step == config.train_steps:
-        elapsed = time.time() - window_start
-        rate = window_tokens / max(elapsed, 1e-9)
-        mean_loss = window_loss / window_steps
-        lr = float(self.schedule(step - 1))
-        eta = (config.train_steps - step) * elapsed / window_steps
-        if config.train_minutes:  # the run ends at whichever comes first
-          eta = min(eta, max(0.0, config.train_minutes * 60 - (time.time() - run_start)))
-        self.log(f"step {step}/{config.train_steps}  loss {mean_loss:.4f}  lr {lr:.3e}  "
-                 f"{rate:,.0f} tok/s  grad_norm {grad_norm:.3f}  ETA {_hms(eta)}")
-        history.append((step, mean_loss))
-        if writers:
-          with writers["train"].as_default(step=step):
-            tf.summary.scalar("loss", mean_loss)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("tokens_per_second", rate)
-            tf.summary.scalar("gradient_norm", grad_norm)
-        window_start, window_tokens, window_loss, window_steps = time.time(), 0.0, 0.0, 0
+        history.append((step, self._log_progress(step, window, grad_norm, run_start, writers)))
+        window = _Window()
       if config.eval_steps and (step % config.eval_every == 0 or step == config.train_steps):
-        eval_metrics = self.evaluate()
-        self.log(f"eval at step {step}: " + "  ".join(
-            f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
-            for k, v in eval_metrics.items() if k != "tokens"))
-        if writers:
-          with writers["eval"].as_default(step=step):
-            for name, value in eval_metrics.items():
-              if not isinstance(value, str):
-                tf.summary.scalar(name, value)
+        eval_metrics, eval_step = self._evaluate_and_log(step, writers), step
+      if self._any_worker(sigterm.requested):
+        stopped = "SIGTERM"
+        self.log(f"stopping at step {step}: SIGTERM received; saving a checkpoint")
+        break
       out_of_time = bool(config.train_minutes) and (
           time.time() - run_start >= config.train_minutes * 60)
       if self._any_worker(out_of_time):
+        stopped = "time"
         self.log(f"stopping at step {step}: the {config.train_minutes} minute budget is spent")
         break
       if self._any_worker(time.time() - last_save >= config.checkpoint_every_minutes * 60):
@@ -450,10 +467,44 @@ class Trainer:
     if self.manager.latest_checkpoint is None or self.step != model_dir_lib.checkpoint_step(
         self.manager.latest_checkpoint):
       self.save()
+    if stopped == "time" and config.eval_steps and eval_step != step:
+      eval_metrics = self._evaluate_and_log(step, writers)  # The final evaluation promised.
     for writer in writers.values():
       writer.flush()
-    return {"step": self.step, "losses": history,
+    return {"step": self.step, "losses": history, "stopped": stopped,
             "loss": history[-1][1] if history else None, "eval": eval_metrics}
+
+  def _log_progress(self, step, window, grad_norm, run_start, writers):
+    """Logs (and writes to TensorBoard) the window's mean loss and speed -> the mean loss."""
+    config = self.config
+    elapsed = time.time() - window.start
+    rate = window.tokens / max(elapsed, 1e-9)
+    mean_loss = window.loss / window.steps
+    lr = float(self.schedule(step - 1))
+    eta = (config.train_steps - step) * elapsed / window.steps
+    if config.train_minutes:  # the run ends at whichever comes first
+      eta = min(eta, max(0.0, config.train_minutes * 60 - (time.time() - run_start)))
+    self.log(f"step {step}/{config.train_steps}  loss {mean_loss:.4f}  lr {lr:.3e}  "
+             f"{rate:,.0f} tok/s  grad_norm {grad_norm:.3f}  ETA {_hms(eta)}")
+    if writers:
+      with writers["train"].as_default(step=step):
+        tf.summary.scalar("loss", mean_loss)
+        tf.summary.scalar("learning_rate", lr)
+        tf.summary.scalar("tokens_per_second", rate)
+        tf.summary.scalar("gradient_norm", grad_norm)
+    return mean_loss
+
+  def _evaluate_and_log(self, step, writers):
+    metrics = self.evaluate()
+    self.log(f"eval at step {step}: " + "  ".join(
+        f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
+        for k, v in metrics.items() if k != "tokens"))
+    if writers:
+      with writers["eval"].as_default(step=step):
+        for name, value in metrics.items():
+          if not isinstance(value, str):
+            tf.summary.scalar(name, value)
+    return metrics
 
   def _any_worker(self, flag):
     """True if `flag` is true on any worker: workers decide together when to save or stop (on
@@ -479,6 +530,18 @@ class Trainer:
       if every:
         n = min(n, every - step % every)
     return max(n, 1)
+
+
+class _Window:
+  """Loss, target tokens and steps since the last progress line."""
+
+  def __init__(self):
+    self.start, self.tokens, self.loss, self.steps = time.time(), 0.0, 0.0, 0
+
+  def add(self, loss, tokens, steps):
+    self.tokens += tokens
+    self.loss += loss * steps
+    self.steps += steps
 
 
 def _input_context(strategy):

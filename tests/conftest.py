@@ -71,3 +71,12 @@ def make_random_model_dir(tmp_path_factory):
     return model_dir
 
   return make
+
+
+@pytest.fixture(scope="session")
+def reverse_dir(tmp_path_factory):
+  """algorithmic_reverse prepared with its registered settings (so the CLI can use it too)."""
+  import t2t_lite
+  data_dir = str(tmp_path_factory.mktemp("reverse_data"))
+  t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
+  return data_dir

@@ -29,14 +29,6 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
 STEP_LINE = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
 
 
-@pytest.fixture(scope="session")
-def reverse_dir(tmp_path_factory):
-  """algorithmic_reverse prepared with its registered settings (so the CLI can use it too)."""
-  data_dir = str(tmp_path_factory.mktemp("reverse_data"))
-  t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
-  return data_dir
-
-
 def _config(model_dir, steps, **kwargs):
   values = dict(model_dir=model_dir, train_steps=steps, eval_steps=0, xla=False, log_every=1,
                 seed=3)

@@ -95,6 +95,7 @@ def parse_args(argv=None):
                       help="the output to show (default: the model's own translation)")
   parser.add_argument("--output_dir", required=True, help="where the PNG files go")
   flags.add_beam_flags(parser)
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 

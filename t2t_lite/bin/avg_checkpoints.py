@@ -14,7 +14,7 @@ import logging
 import sys
 
 from t2t_lite import checkpoints
-from t2t_lite.bin import cli
+from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
 
@@ -26,12 +26,13 @@ def parse_args(argv=None):
                       help="how many of the newest checkpoints to average (paper: 5 base, 20 big)")
   parser.add_argument("--output_dir", required=True,
                       help="where the averaged checkpoint and the model_dir files go")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   try:
     prefix = checkpoints.average_last(args.model_dir, args.num_last, args.output_dir)
   except T2TLiteError as e:

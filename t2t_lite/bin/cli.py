@@ -1,4 +1,5 @@
 """What every t2t-lite tool does with an expected failure: one line on stderr and an exit status."""
+import logging
 import sys
 
 from t2t_lite.errors import T2TLiteError
@@ -16,3 +17,13 @@ def run(prog, body):
     return body()
   except T2TLiteError as e:
     return fail(prog, e, e.exit_status)
+
+
+def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)s"):
+  """The tool's own log at `level` on stderr; TensorFlow's Python loggers (absl, tensorflow)
+  only from ERROR on unless --verbose: they log every checkpoint write at INFO and warn about
+  TensorFlow's internals (deprecations, unrestored optimizer values of a partial restore)."""
+  logging.basicConfig(level=level, format=fmt)
+  if not verbose:
+    for name in ("absl", "tensorflow"):
+      logging.getLogger(name).setLevel(logging.ERROR)

@@ -13,7 +13,7 @@ import logging
 import sys
 
 import t2t_lite
-from t2t_lite.bin import cli
+from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
 
@@ -27,6 +27,7 @@ def parse_args(argv=None):
                       help="log pairs read, pairs/s and an ETA at most this often while "
                            "reading each split (0: only when a split is done)")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
+  flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and (not args.problem or not args.data_dir):
     parser.error("--problem and --data_dir are required (or --list)")
@@ -35,7 +36,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   if args.list:
     for name in t2t_lite.list_problems():
       print(name)

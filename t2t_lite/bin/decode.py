@@ -16,6 +16,7 @@ detokenized BLEU with its signature and the paper's tokenized BLEU with compound
 import argparse
 import json
 import logging
+import os
 import sys
 
 import tensorflow as tf
@@ -23,6 +24,7 @@ import tqdm
 
 from t2t_lite import decoding, metrics
 from t2t_lite.bin import cli, flags
+from t2t_lite.decoding import DecodingError
 from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger("t2t-lite-decode")
@@ -78,6 +80,18 @@ def write_lines(path, lines):
       f.write(text)
 
 
+def check_output_file(path):
+  """Refuses, before any decoding, an output path whose directory does not exist or that is a
+  directory itself (writing it would fail only after all the work)."""
+  if path == "-":
+    return
+  directory = os.path.dirname(path) or "."
+  if not tf.io.gfile.isdir(directory):
+    raise DecodingError(f"--output_file {path}: directory {directory} does not exist")
+  if tf.io.gfile.isdir(path):
+    raise DecodingError(f"--output_file {path} is a directory")
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser)
@@ -92,17 +106,19 @@ def parse_args(argv):
   parser.add_argument("--xla", action="store_true",
                       help="XLA-compile the beam search (one compilation per batch shape)")
   parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.INFO)
   if args.batch_size < 1:
     print(f"t2t-lite-decode: error: --batch_size must be >= 1, got {args.batch_size}",
           file=sys.stderr)
     return 2
   try:
+    check_output_file(args.output_file)
     lines = read_lines(args.input_file)
     references = read_lines(args.reference_file) if args.reference_file else None
     if references is not None and len(references) != len(lines):

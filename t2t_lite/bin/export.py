@@ -28,12 +28,13 @@ def parse_args(argv):
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")
+  flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(argv)
-  logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+  cli.configure_logging(args.verbose, logging.WARNING)
   try:
     path = export.export_model_dir(
         args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,

@@ -1,4 +1,5 @@
-"""Flags shared by the tools that load a trained model_dir (decode, export, attention)."""
+"""Flags shared by the tools: --verbose (all), and those of the tools that load a trained
+model_dir (decode, export, attention)."""
 
 
 def add_model_flags(parser):
@@ -18,3 +19,9 @@ def add_beam_flags(parser):
                       help="length penalty ((5 + |Y|) / 6)^alpha")
   parser.add_argument("--extra_length", type=int, default=None,
                       help="max output length = input length + this")
+
+
+def add_verbose_flag(parser):
+  """--verbose: read by t2t_lite/bin/__init__.py before TensorFlow is imported."""
+  parser.add_argument("--verbose", action="store_true",
+                      help="show TensorFlow's own log (start-up, CUDA probing, C++ warnings)")

@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from t2t_lite.bin import flags
+
 HELP = {
     "problem": "registered problem to train on (see --list), e.g. multi30k_ende",
     "hparams": "registered hparams set (see --list), e.g. transformer_base",
@@ -90,6 +92,7 @@ def parse_args(argv=None):
   add("--log_every", type=int, default=100, help=HELP["log_every"])
   add("--progress_seconds", type=float, default=10.0, help=HELP["progress_seconds"])
   add("--list", action="store_true", help=HELP["list"])
+  flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and not args.problem:
     parser.error("--problem is required (or --list)")
@@ -111,6 +114,8 @@ def default_dirs(args, environ=os.environ):
 
 def main(argv=None):
   args = parse_args(argv)
+  import tensorflow as tf
+
   import t2t_lite
   from t2t_lite import model_dir as model_dir_lib
   from t2t_lite import trainer
@@ -121,7 +126,7 @@ def main(argv=None):
     print("problems:", " ".join(t2t_lite.list_problems()))
     print("hparams: ", " ".join(t2t_lite.list_hparams()))
     return 0
-  logging.basicConfig(level=logging.INFO, format="%(message)s")
+  cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
   for name in default_dirs(args):
     print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
   try:
@@ -150,7 +155,12 @@ def main(argv=None):
                              metric_fn, log=lambda line: print(line, flush=True)).train()
   except T2TLiteError as e:
     return cli.fail("t2t-lite-train", e, e.exit_status)
-  print(f"done: step {result['step']}, checkpoints in {args.model_dir}", flush=True)
+  except tf.errors.DataLossError as e:  # A record file damaged after the size check passed.
+    e = problem.damaged_data_error(args.data_dir, e)
+    return cli.fail("t2t-lite-train", e, e.exit_status)
+  stopped = {"SIGTERM": " (stopped by SIGTERM)", "time": " (time budget spent)"}.get(
+      result["stopped"], "")
+  print(f"done: step {result['step']}{stopped}, checkpoints in {args.model_dir}", flush=True)
   return 0
 
 

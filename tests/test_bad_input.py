@@ -1,0 +1,265 @@
+"""Bad input to every tool: one line on stderr naming the value or path, exit status 2 (1 for
+run-time failures), nothing written that a later run would trip over, no TensorFlow noise.
+
+The CLI cases run the console scripts as their own processes, as a user would.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import t2t_lite
+
+# No TF_CPP_MIN_LOG_LEVEL: the tools must be quiet by themselves.
+ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+ENV["CUDA_VISIBLE_DEVICES"] = ""  # the same on a machine with a GPU
+
+
+def run_tool(tool, *args, stdin=subprocess.DEVNULL, timeout=300):
+  """(exit status, stdout, stderr) of `python -m t2t_lite.bin.<tool> args`."""
+  run = subprocess.run([sys.executable, "-m", f"t2t_lite.bin.{tool}", *map(str, args)],
+                       env=ENV, stdin=stdin, capture_output=True, text=True, timeout=timeout)
+  return run.returncode, run.stdout, run.stderr
+
+
+def assert_one_line(err, prog, *parts):
+  """stderr ends with one `prog: error: ...` line holding `parts` (log lines may come first)."""
+  errors = [line for line in err.splitlines() if line.startswith(f"{prog}: error: ")]
+  assert len(errors) == 1 and err.endswith(errors[0] + "\n") and "Traceback" not in err, err
+  for part in parts:
+    assert str(part) in errors[0], err
+
+
+# ------------------------------------------------------------------------------ hparams
+@pytest.mark.parametrize("override, message", [
+    ("learning_rate=-1", "learning_rate must be a finite number > 0, got -1.0"),
+    ("learning_rate=inf", "learning_rate must be a finite number > 0, got inf"),
+    ("adam_beta1=2", "adam_beta1 must be in [0, 1), got 2.0"),
+    ("adam_beta2=1", "adam_beta2 must be in [0, 1), got 1.0"),
+    ("adam_epsilon=-1", "adam_epsilon must be a finite number > 0, got -1.0"),
+    ("beam_size=0", "beam_size must be >= 1, got 0"),
+    ("alpha=-0.5", "alpha must be a finite number >= 0, got -0.5"),
+    ("alpha=nan", "alpha must be a finite number >= 0, got nan"),
+    ("extra_decode_length=0", "extra_decode_length must be >= 1, got 0"),
+    ("dropout=1", "dropout must be in [0, 1), got 1.0"),
+    ("label_smoothing=-0.1", "label_smoothing must be in [0, 1), got -0.1"),
+    ("warmup_steps=-5", "warmup_steps must be >= 0, got -5"),
+    ("num_heads=0", "num_heads must be >= 1, got 0"),
+])
+def test_hparams_out_of_range_are_refused_when_built(override, message):
+  with pytest.raises(t2t_lite.HParamsError) as error:
+    t2t_lite.get_hparams("transformer_base", override)
+  assert str(error.value) == message
+
+
+def test_hparams_json_is_checked_when_loaded(tmp_path):
+  path = tmp_path / "hparams.json"
+  path.write_text(json.dumps({"learning_rate": -1.0}))
+  with pytest.raises(t2t_lite.HParamsError, match=f"^{path}: learning_rate must be a finite"):
+    t2t_lite.HParams.load(str(path))
+  path.write_text(json.dumps({"num_layers": "two"}))
+  with pytest.raises(t2t_lite.HParamsError,
+                     match=f"^bad value for hparam 'num_layers' in {path}: 'two' is not a int"):
+    t2t_lite.HParams.load(str(path))
+  path.write_text("{not json")
+  with pytest.raises(t2t_lite.HParamsError, match=f"^{path} is not JSON"):
+    t2t_lite.HParams.load(str(path))
+  path.write_text(json.dumps({"learning_rate": 2, "beam_size": None}))  # JSON ints are floats
+  loaded = t2t_lite.HParams.load(str(path))
+  assert loaded.learning_rate == 2.0 and isinstance(loaded.learning_rate, float)
+
+
+def test_train_refuses_a_bad_hparam_before_writing_anything(tmp_path):
+  code, out, err = run_tool(
+      "train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+      "--hparams_overrides=adam_beta1=2", f"--data_dir={tmp_path}/data",
+      f"--model_dir={tmp_path}/model")
+  assert code == 2
+  assert err == "t2t-lite-train: error: adam_beta1 must be in [0, 1), got 2.0\n"
+  assert not (tmp_path / "model").exists() and not (tmp_path / "data").exists()
+
+
+# ------------------------------------------------------------------------------ quiet tools
+def test_tools_print_no_tensorflow_noise_unless_verbose(tmp_path):
+  quiet = run_tool("decode", "--model_dir", tmp_path / "none")
+  loud = run_tool("decode", "--model_dir", tmp_path / "none", "--verbose")
+  message = (f"t2t-lite-decode: error: {tmp_path}/none/hparams.json is missing: is "
+             f"{tmp_path}/none a t2t-lite-train model_dir?\n")
+  assert quiet == (2, "", message)
+  assert loud[0] == 2 and loud[2].endswith(message)
+  assert "cpu_feature_guard" in loud[2] or "cuda" in loud[2].lower()  # TF's own lines are back
+
+
+# ------------------------------------------------------------------------------ data
+def _multi30k_raw(raw_dir, **contents):
+  """Tiny multi30k_ende raw files (gzipped); contents: {file stem: bytes written as they are}."""
+  import gzip
+  raw_dir.mkdir(exist_ok=True)
+  for stem in ("train", "val", "test_2016_flickr"):
+    for lang, text in (("en", "a man rides a horse\n"), ("de", "ein mann reitet\n")):
+      name = f"{stem}.{lang}.gz"
+      data = contents.get(f"{stem}_{lang}", gzip.compress(text.encode() * 20))
+      (raw_dir / name).write_bytes(data)
+  return raw_dir
+
+
+def test_datagen_raw_file_that_is_not_gzip_is_named(tmp_path):
+  raw = _multi30k_raw(tmp_path / "raw", train_de=b"ein mann reitet\n")
+  code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                          f"--raw_dir={raw}")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-datagen", f"{raw}/train.de.gz is not a complete gzip file")
+  assert not (tmp_path / "data" / "manifest.json").exists()  # not "prepared"
+
+
+def test_datagen_empty_training_files_are_named(tmp_path):
+  import gzip
+  raw = _multi30k_raw(tmp_path / "raw", train_en=gzip.compress(b""), train_de=b"")
+  code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                          f"--raw_dir={raw}")
+  assert code == 2
+  assert err.endswith(f"\nt2t-lite-datagen: error: multi30k_ende: no training text in "
+                      f"{raw}/train.en.gz, {raw}/train.de.gz (every pair is empty): nothing to "
+                      "learn a vocabulary from or train on\n")
+  assert_one_line(err, "t2t-lite-datagen")
+
+
+@pytest.fixture()
+def reverse_data(tmp_path):
+  data_dir = tmp_path / "reverse"
+  t2t_lite.get_problem("algorithmic_reverse").prepare(str(data_dir))
+  return data_dir
+
+
+def _train_reverse(data_dir, model_dir, *flags):
+  return run_tool("train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+                  "--hparams_overrides=num_layers=1,d_model=32,d_ff=64,num_heads=2,"
+                  "batch_size=256,max_length=24", f"--data_dir={data_dir}",
+                  f"--model_dir={model_dir}", "--eval_steps=0", "--noxla", "--log_every=1",
+                  "--eval_decode_examples=0", *flags)
+
+
+def test_train_truncated_record_file_is_named_before_training(reverse_data, tmp_path):
+  path = reverse_data / "train-00000-of-00001.tfrecord"
+  size = path.stat().st_size
+  with open(path, "r+b") as f:
+    f.truncate(size // 2)
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=2")
+  assert code == 2, err
+  assert err == (f"t2t-lite-train: error: {path} has {size // 2} bytes but had {size} when "
+                 f"{reverse_data} was prepared: it was truncated or overwritten; remove "
+                 f"{reverse_data} and prepare it again with t2t-lite-datagen\n")
+
+
+def test_train_overwritten_record_file_is_named(reverse_data, tmp_path):
+  path = reverse_data / "train-00000-of-00001.tfrecord"
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64  # same size, bad checksums
+  path.write_bytes(bytes(data))
+  # The shuffle buffer holds all of this small split: the first step reads it to the end.
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=2")
+  assert code == 2, err
+  assert_one_line(err, "t2t-lite-train", f"{path} is damaged (", f"remove {reverse_data} and")
+
+
+# ------------------------------------------------------------------------------ decode, export
+def make_model_dir(model_dir, data_dir, overrides, seed=1, problem="multi30k_ende"):
+  """A model_dir laid out as t2t-lite-train does, with random weights saved as ckpt-10."""
+  import keras
+  import tensorflow as tf
+  from t2t_lite import trainer
+  hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
+  trainer.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
+  keras.utils.set_random_seed(seed)
+  model = t2t_lite.build_model(hparams, t2t_lite.get_problem(problem).tokenizer(
+      str(model_dir)).vocab_size)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir), 3)
+  manager.save(checkpoint_number=10)
+  return model_dir
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+  """{"small", "wide"}: two tiny multi30k_ende model_dirs of different shapes, one vocabulary."""
+  import random
+  from t2t_lite import tokenizer
+  root = tmp_path_factory.mktemp("models")
+  rng = random.Random(0)
+  words = "a man rides horse the dog runs in park ein mann reitet hund".split()
+  texts = [" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)]
+  tokenizer.train_sentencepiece(texts, str(root / "data" / "vocab.model"), 400)
+  small = "num_layers=1,d_model=32,d_ff=64,num_heads=2"
+  return {"small": make_model_dir(root / "small", root / "data", small),
+          "wide": make_model_dir(root / "wide", root / "data", small + ",d_ff=96")}
+
+
+def test_decode_checkpoint_of_another_model_is_one_line(model_dirs, tmp_path):
+  (tmp_path / "in.txt").write_text("a man rides\n")
+  code, out, err = run_tool("decode", "--model_dir", model_dirs["small"], "--checkpoint_path",
+                            model_dirs["wide"] / "ckpt-10", "--input_file", tmp_path / "in.txt")
+  assert code == 2 and out == ""
+  assert_one_line(err, "t2t-lite-decode", f"checkpoint {model_dirs['wide']}/ckpt-10 does not "
+                                          "match the model of")
+
+
+@pytest.mark.parametrize("output, message", [
+    ("missing/out.txt", "--output_file {tmp}/missing/out.txt: directory {tmp}/missing does not "
+                        "exist"),
+    ("sub", "--output_file {tmp}/sub is a directory")])
+def test_decode_bad_output_file_is_refused_before_decoding(model_dirs, tmp_path, output, message):
+  (tmp_path / "in.txt").write_text("a man rides\n")
+  (tmp_path / "sub").mkdir()
+  code, out, err = run_tool("decode", "--model_dir", "/nonexistent", "--input_file",
+                            tmp_path / "in.txt", "--output_file", tmp_path / output)
+  assert code == 2  # refused before model_dir is even read
+  assert err == f"t2t-lite-decode: error: {message.format(tmp=tmp_path)}\n"
+
+
+def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_path):
+  import tensorflow as tf
+  code, out, err = run_tool("export", "--model_dir", model_dirs["small"], "--export_dir",
+                            tmp_path / "exports")
+  assert code == 0, err
+  loaded = tf.saved_model.load(out.strip())
+  serve = loaded.signatures["serving_default"]
+  assert serve(inputs=tf.constant(["a man", "ein hund"]))["outputs"].shape == [2]
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"Shape of tensor inputs \[2,1\] is not compatible with expected "
+                           r"shape \[\?\]"):
+    serve(inputs=tf.constant([["a man"], ["ein hund"]]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"Shape of tensor inputs \[1,2,2\]"):
+    loaded.signatures["translate_ids"](inputs=tf.constant([[[3, 1], [3, 1]]]))
+
+
+def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_path):
+  import tensorflow as tf
+  small = model_dirs["small"]
+  other = make_model_dir(tmp_path / "enfr", small.parent / "data",
+                         "num_layers=1,d_model=32,d_ff=64,num_heads=2", seed=2,
+                         problem="multi30k_enfr")  # same shapes and vocabulary
+  mixed = tmp_path / "mixed"
+  for path in small.iterdir():
+    (mixed / path.name).parent.mkdir(exist_ok=True)
+    (mixed / path.name).write_bytes(path.read_bytes())
+  tf.train.update_checkpoint_state(str(mixed), str(other / "ckpt-10"),
+                                   [str(mixed / "ckpt-10"), str(other / "ckpt-10")])
+  code, out, err = run_tool("avg_checkpoints", "--model_dir", mixed, "--num_last=2",
+                            "--output_dir", tmp_path / "avg")
+  assert code == 2
+  assert err == (f"t2t-lite-avg-checkpoints: error: {mixed}/ckpt-10 and {other}/ckpt-10 come "
+                 "from different runs: problem 'multi30k_ende' vs 'multi30k_enfr'\n")
+  assert not (tmp_path / "avg").exists()
+
+
+@pytest.mark.parametrize("tool, flag", [("export", "--export_dir"), ("train", "--data_dir")])
+def test_a_directory_flag_that_names_a_file_is_one_line(model_dirs, tmp_path, tool, flag):
+  path = tmp_path / "file"
+  path.write_text("x")
+  args = (["--model_dir", model_dirs["small"], "--export_dir", path] if tool == "export" else
+          ["--problem=algorithmic_reverse", "--hparams=transformer_tiny", "--data_dir", path,
+           "--model_dir", tmp_path / "model"])
+  code, out, err = run_tool(tool, *args)
+  assert code == 2
+  assert_one_line(err, f"t2t-lite-{tool}", f"{flag[2:]} {path} is a file, not a directory")

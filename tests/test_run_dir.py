@@ -1,0 +1,269 @@
+"""A run directory nothing corrupts: one trainer per model_dir, resume checks, damaged
+checkpoints, pre-emption. Trainers run as t2t-lite-train processes, as a user starts them."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import t2t_lite
+
+TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24,dropout=0.2"
+ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+ENV["CUDA_VISIBLE_DEVICES"] = ""
+STEP_LINE = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
+
+
+def train_cmd(model_dir, data_dir, steps, *extra, problem="algorithmic_reverse"):
+  return [sys.executable, "-m", "t2t_lite.bin.train", f"--problem={problem}",
+          "--hparams=transformer_tiny", f"--hparams_overrides={TINY}", f"--data_dir={data_dir}",
+          f"--model_dir={model_dir}", f"--train_steps={steps}", "--eval_steps=0", "--noxla",
+          "--log_every=1", "--seed=5", "--eval_decode_examples=0", *extra]
+
+
+def train(model_dir, data_dir, steps, *extra, **kwargs):
+  run = subprocess.run(train_cmd(model_dir, data_dir, steps, *extra, **kwargs), env=ENV,
+                       capture_output=True, text=True, timeout=600)
+  return run.returncode, run.stdout, run.stderr
+
+
+def start(model_dir, data_dir, steps, *extra):
+  return subprocess.Popen(train_cmd(model_dir, data_dir, steps, *extra), env=ENV, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def losses(out):
+  return {int(s): float(l) for s, l in STEP_LINE.findall(out)}
+
+
+def wait_for_line(process, pattern, timeout=300):
+  """Reads the process's stdout until a line matches -> the lines read."""
+  lines, deadline = [], time.time() + timeout
+  while time.time() < deadline:
+    line = process.stdout.readline()
+    if not line:
+      break
+    lines.append(line)
+    if re.search(pattern, line):
+      return lines
+  raise AssertionError(f"no line matching {pattern!r}: {''.join(lines)[-2000:]}")
+
+
+def error_line(err, prog="t2t-lite-train"):
+  errors = [line for line in err.splitlines() if line.startswith(f"{prog}: error: ")]
+  assert len(errors) == 1 and err.endswith(errors[0] + "\n") and "Traceback" not in err, err
+  return errors[0][len(f"{prog}: error: "):]
+
+
+# ------------------------------------------------------------------------------ the lease
+def test_two_trainers_on_one_model_dir_one_trains_then_a_killed_holder_is_taken_over(
+    reverse_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  first, second = start(model_dir, reverse_dir, 10 ** 6), start(model_dir, reverse_dir, 10 ** 6)
+  deadline = time.time() + 300
+  while time.time() < deadline and first.poll() is None and second.poll() is None:
+    time.sleep(0.1)
+  loser = first if first.poll() is not None else second
+  winner = second if loser is first else first
+  out, err = loser.communicate()
+  assert loser.returncode == 2, err
+  assert error_line(err).startswith(f"{model_dir} is being trained by host "
+                                    f"{socket.gethostname()} pid {winner.pid} (started ")
+  wait_for_line(winner, r"^step 2/")  # the holder trains
+  assert "step 1/" not in out  # the other one never did
+  winner.send_signal(signal.SIGKILL)
+  winner.wait()
+  code, out, err = train(model_dir, reverse_dir, 2)
+  assert code == 0, err
+  assert (f"taking over the lease of {model_dir} from host {socket.gethostname()} pid "
+          f"{winner.pid}") in err and f"its process {winner.pid} is gone" in err
+  assert not (model_dir / "lease.json").exists()
+  assert "ckpt-2.index" in os.listdir(model_dir)
+
+
+# ------------------------------------------------------------------------------ SIGTERM
+def test_sigterm_saves_exits_0_and_the_resumed_losses_equal_an_uninterrupted_run(
+    reverse_dir, tmp_path):
+  steps = 16
+  straight = start(tmp_path / "straight", reverse_dir, steps)
+  stopped = start(tmp_path / "stopped", reverse_dir, steps)
+  wait_for_line(stopped, r"^step 4/")
+  stopped.send_signal(signal.SIGTERM)
+  out, err = stopped.communicate(timeout=300)
+  assert stopped.returncode == 0, err
+  at = int(re.search(r"stopping at step (\d+): SIGTERM received", out).group(1))
+  assert 4 <= at < steps and f"done: step {at} (stopped by SIGTERM)" in out
+  assert os.path.exists(tmp_path / "stopped" / f"ckpt-{at}.index")
+  code, resumed, err = train(tmp_path / "stopped", reverse_dir, steps)
+  assert code == 0, err
+  assert f"(step {at})" in resumed
+  straight_out, _ = straight.communicate(timeout=300)
+  expected, got = losses(straight_out), losses(resumed)
+  assert sorted(got) == list(range(at + 1, steps + 1))
+  for step, loss in got.items():
+    assert loss == pytest.approx(expected[step], abs=1.5e-4), step  # 4 decimals printed
+
+
+# ------------------------------------------------------------------------------ damaged checkpoints
+@pytest.fixture()
+def four_checkpoints(reverse_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  code, out, err = train(model_dir, reverse_dir, 4, "--checkpoint_every_minutes=0.000001")
+  assert code == 0, err
+  assert {f"ckpt-{i}.index" for i in range(1, 5)} <= set(os.listdir(model_dir))
+  return model_dir
+
+
+def test_truncated_newest_checkpoint_resume_warns_and_continues_from_the_previous(
+    four_checkpoints, reverse_dir):
+  model_dir = four_checkpoints
+  data = model_dir / "ckpt-4.data-00000-of-00001"
+  os.truncate(data, data.stat().st_size // 2)
+  code, out, err = train(model_dir, reverse_dir, 6)
+  assert code == 0, err
+  assert f"WARNING: checkpoint {model_dir}/ckpt-4 does not read (" in out
+  assert f"using the previous one, {model_dir}/ckpt-3" in out
+  assert f"restored {model_dir}/ckpt-3 (step 3)" in out
+  assert sorted(losses(out)) == [4, 5, 6]
+
+
+@pytest.mark.parametrize("damage", ["truncate_data", "delete_data", "garble_index"])
+def test_decode_falls_back_to_the_previous_checkpoint_with_a_warning(four_checkpoints, damage,
+                                                                      tmp_path):
+  model_dir = four_checkpoints
+  data, index = model_dir / "ckpt-4.data-00000-of-00001", model_dir / "ckpt-4.index"
+  if damage == "truncate_data":
+    os.truncate(data, data.stat().st_size // 2)
+  elif damage == "delete_data":
+    data.unlink()
+  else:
+    index.write_bytes(b"\0" * index.stat().st_size)
+  (tmp_path / "in.txt").write_text("1 2 3\n")
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
+                        f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
+                       capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert len(run.stdout.splitlines()) == 1
+  assert (f"WARNING checkpoint {model_dir}/ckpt-4 does not read (" in run.stderr
+          and f"using the previous one, {model_dir}/ckpt-3" in run.stderr), run.stderr
+  assert "Traceback" not in run.stderr
+
+
+def test_stale_temp_dirs_are_removed_at_start(four_checkpoints, reverse_dir):
+  model_dir = four_checkpoints
+  temp = model_dir / "ckpt-5_temp"
+  temp.mkdir()
+  (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x" * 1000)
+  code, out, err = train(model_dir, reverse_dir, 5)
+  assert code == 0, err
+  assert f"removed {temp}: the parts of a save that did not finish" in out
+  assert not temp.exists() and (model_dir / "ckpt-5.index").exists()
+
+
+# ------------------------------------------------------------------------------ resume checks
+@pytest.mark.parametrize("flag, message", [
+    ("--seed=6", "was trained with seed=5, not 6: exact resume needs the same seed"),
+    ("--grad_accum_steps=2", "was trained with grad_accum_steps=1, not 2"),
+    ("--mixed_precision=bf16", "was trained with mixed_precision='none', not 'bf16'"),
+])
+def test_resume_with_another_setting_is_refused_and_model_dir_kept(four_checkpoints, reverse_dir,
+                                                                   flag, message):
+  model_dir = four_checkpoints
+  before = {name: (model_dir / name).read_bytes() for name in ("run.json", "hparams.json")}
+  code, out, err = train(model_dir, reverse_dir, 6, flag)
+  assert code == 2
+  assert error_line(err) == f"{model_dir} {message} (see {model_dir}/run.json), or use a new --model_dir"
+  assert before == {name: (model_dir / name).read_bytes() for name in before}
+  assert "ckpt-5.index" not in os.listdir(model_dir) and not (model_dir / "lease.json").exists()
+
+
+def _multi30k_data(root, words):
+  """A multi30k_ende data_dir prepared from tiny raw files made of `words`."""
+  import gzip
+  import random
+  raw = root / "raw"
+  raw.mkdir(parents=True)
+  rng = random.Random(len(words))
+  for stem in ("train", "val", "test_2016_flickr"):
+    lines = "".join(" ".join(rng.choice(words) for _ in range(5)) + "\n" for _ in range(60))
+    for lang in ("en", "de"):
+      (raw / f"{stem}.{lang}.gz").write_bytes(gzip.compress(lines.encode()))
+  data_dir = root / "data"
+  t2t_lite.get_problem("multi30k_ende").prepare(str(data_dir), str(raw))
+  return data_dir
+
+
+def test_resume_with_a_data_dir_of_another_vocabulary_is_refused(tmp_path):
+  first = _multi30k_data(tmp_path / "a", "a man rides horse the dog runs".split())
+  other = _multi30k_data(tmp_path / "b", "ein mann reitet pferd der hund läuft".split())
+  model_dir = tmp_path / "model"
+  code, out, err = train(model_dir, first, 1, problem="multi30k_ende")
+  assert code == 0, err
+  vocab, run = (model_dir / "vocab.model").read_bytes(), (model_dir / "run.json").read_text()
+  code, out, err = train(model_dir, other, 2, problem="multi30k_ende")
+  assert code == 2
+  assert error_line(err).startswith(
+      f"the vocabulary of {other} differs from the one {model_dir} was trained with (sha256 ")
+  assert f"resume with the data_dir of the run ({first})" in err
+  assert (model_dir / "vocab.model").read_bytes() == vocab
+  assert (model_dir / "run.json").read_text() == run
+  assert json.loads(run)["vocab_sha256"]
+
+
+def test_a_run_ended_by_train_minutes_still_evaluates(reverse_dir, tmp_path):
+  code, out, err = train(tmp_path / "model", reverse_dir, 1000, "--train_minutes=0.0001",
+                         "--eval_steps=1", "--eval_every=1000")
+  assert code == 0, err
+  lines = out.splitlines()
+  stop = next(i for i, line in enumerate(lines) if line.startswith("stopping at step 1: the"))
+  assert lines[stop + 1].startswith("eval at step 1: loss ")
+  assert "done: step 1 (time budget spent)" in out
+
+
+def test_model_dir_that_is_a_file_is_one_line(reverse_dir, tmp_path):
+  path = tmp_path / "model"
+  path.write_text("not a directory")
+  code, out, err = train(path, reverse_dir, 1)
+  assert code == 2
+  assert error_line(err).startswith(f"cannot write model_dir {path}: ")
+  assert path.read_text() == "not a directory"
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+  """A 3 MB tmpfs (needs root and mount; skipped where that is not allowed)."""
+  path = tmp_path / "disk"
+  path.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a small tmpfs here")
+  yield path
+  subprocess.run(["umount", str(path)], check=True)
+
+
+def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads(
+    reverse_dir, small_disk, tmp_path):
+  model_dir = small_disk / "model"
+  code, out, err = train(model_dir, reverse_dir, 1)
+  assert code == 0, err
+  stat = os.statvfs(small_disk)
+  free = stat.f_bavail * stat.f_frsize
+  (small_disk / "filler").write_bytes(b"\0" * (free - 20000))  # leave 20 kB
+  code, out, err = train(model_dir, reverse_dir, 2)
+  assert code == 1, err
+  message = error_line(err)
+  assert message.startswith(f"saving the step 2 checkpoint in {model_dir} failed: ")
+  assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-1, is intact")
+  assert "MB)" in message  # the size a checkpoint takes
+  assert not list(model_dir.glob("*_temp")) and not list(model_dir.glob("*.tmp"))
+  (small_disk / "filler").unlink()
+  (tmp_path / "in.txt").write_text("1 2 3\n")
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
+                        f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
+                       capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0 and f"{model_dir}/ckpt-1" in run.stderr, run.stderr
