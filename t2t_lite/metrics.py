@@ -99,4 +99,4 @@ def _as_tree(problem, source, reference):
       return reference
   except ValueError:
     pass
-  return problem.example_to_tree(source, reference)
+  return problem.example_to_tree(source, reference, repair_punctuation=False)

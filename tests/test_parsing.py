@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from t2t_lite import parsing
+from t2t_lite import evalb, parsing
 
 SENTENCE = "The dog barked ."
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"
@@ -83,8 +83,13 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
     normalised = str(tree)
     source, target = parsing.tree_to_example(normalised)
     assert source == " ".join(tree.words())
-    assert parsing.example_to_tree(source, target) == normalised
+    assert parsing.example_to_tree(source, target, repair_punctuation=False) == normalised
     assert parsing.normalize_tree(normalised) == normalised  # Normalisation is idempotent.
+    # The repair keeps the treebank's punctuation tags: no gold tree changes but one tag ("Wa"
+    # tagged "," once in wsj_0037) of the sample's 94,000 words.
+    repaired = parsing.example_to_tree(source, target)
+    if repaired != normalised:
+      assert repaired == normalised.replace("(, Wa)", "(XX Wa)")
 
 
 # --- Repair ---------------------------------------------------------------------------------------
@@ -100,17 +105,17 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
      "(S (S (NP (DT The) (NN dog))) (VBD barked) (. .))"),
     # Too many word slots: the extra ones, and the constituents left empty, are dropped.
     ("(S (NP DT NN NN NN )NP (VP VBD )VP . )S",
-     "(S (NP (DT The) (NN dog) (NN barked) (NN .)))"),
+     "(S (NP (DT The) (NN dog) (NN barked) (. .)))"),
     # Too few word slots: the remaining words hang, tagged XX, at the end of the root.
-    ("(S (NP DT )NP )S", "(S (NP (DT The)) (XX dog) (XX barked) (XX .))"),
-    ("(S (NP DT NN )NP (VP VBD )VP", "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (XX .))"),
+    ("(S (NP DT )NP )S", "(S (NP (DT The)) (XX dog) (XX barked) (. .))"),
+    ("(S (NP DT NN )NP (VP VBD )VP", "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"),
     # Garbage and empty output.
-    ("( ( ) ) )S foo", "(S (foo The) (XX dog) (XX barked) (XX .))"),
-    ("(NP )NP (VP (PP )PP )VP", "(S (XX The) (XX dog) (XX barked) (XX .))"),
-    ("", "(S (XX The) (XX dog) (XX barked) (XX .))"),
+    ("( ( ) ) )S foo", "(S (foo The) (XX dog) (XX barked) (. .))"),
+    ("(NP )NP (VP (PP )PP )VP", "(S (XX The) (XX dog) (XX barked) (. .))"),
+    ("", "(S (XX The) (XX dog) (XX barked) (. .))"),
     # GAFL-style XX slots.
     ("(S (NP XX XX )NP (VP XX )VP XX )S",
-     "(S (NP (XX The) (XX dog)) (VP (XX barked)) (XX .))"),
+     "(S (NP (XX The) (XX dog)) (VP (XX barked)) (. .))"),
 ])
 def test_repair_gives_a_well_formed_tree_over_the_source_words(target, expected):
   repaired = parsing.example_to_tree(SENTENCE, target)
@@ -144,29 +149,55 @@ def test_repair_rejects_a_source_it_cannot_hold():
     parsing.example_to_tree("a ( b", "(S NN NN NN )S")
 
 
-# --- EVALB scoring --------------------------------------------------------------------------------
+# --- EVALB scoring (t2t_lite/evalb.py), hand-worked against evalb.c's rules ---------------------
+
+def counts(gold, predicted):
+  """(matched, gold, test) brackets of one sentence, and its evalb status."""
+  s = evalb.score_sentence(evalb.read(gold), evalb.read(predicted))
+  return s.matched, s.gold, s.test, s.status
+
 
 def test_gold_against_gold_scores_100(ptb_trees):
   trees = [str(tree) for tree in ptb_trees]
-  assert parsing.bracket_f1(trees, trees) == {"precision": 100.0, "recall": 100.0, "f1": 100.0}
+  scores = parsing.bracket_f1(trees, trees)
+  assert (scores["precision"], scores["recall"], scores["f1"], scores["exact_match"]) == (
+      100.0, 100.0, 100.0, 100.0)
+  assert (scores["scored"], scores["skipped"], scores["rejected"]) == (3669, 0, 0)
 
 
-def test_punctuation_is_ignored():
+def test_punctuation_is_deleted_by_each_trees_own_tags():
   # The final '.' moves inside the VP: without deleting punctuation the VP span would differ.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked) (. .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
+  assert counts(GOLD, "(S (NP (DT The) (NN dog)) (VP (VBD barked) (. .)))") == (3, 3, 3, 0)
   # A constituent over punctuation only spans no word once it is deleted: not a bracket.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (PRN (. .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
-  # Which words are punctuation is read off the gold tags.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked) (NN .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
+  assert counts(GOLD, "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (PRN (. .)))") == (
+      3, 3, 3, 0)
+  # '.' tagged NN is kept in the prediction, deleted in the gold tree: 3 words against 4,
+  # evalb's "Length unmatch (3|4)": the sentence is rejected, not scored.
+  sentence = evalb.score_sentence(
+      evalb.read(GOLD), evalb.read("(S (NP (DT The) (NN dog)) (VP (VBD barked) (NN .)))"))
+  assert (sentence.status, sentence.reason) == (evalb.ERROR, "Length unmatch (3|4)")
+
+
+def test_a_sentence_with_other_words_is_skipped_and_counted_while_the_rest_is_scored():
+  other = GOLD.replace("dog", "cat")
+  scores = parsing.bracket_f1([GOLD, MISSING_GOLD, GOLD], [other, MISSING_PREDICTED, GOLD])
+  # Sentence 1 is rejected ("Words unmatch (dog|cat)"); sentences 2 and 3: 6 + 3 matched of
+  # 7 + 3 gold and 6 + 3 test brackets.
+  assert (scores["sentences"], scores["scored"], scores["skipped"], scores["rejected"]) == (
+      3, 2, 1, 1)
+  assert (scores["matched"], scores["gold_brackets"], scores["test_brackets"]) == (9, 10, 9)
+  assert scores["recall"] == pytest.approx(90.0)
+  assert scores["exact_match"] == pytest.approx(50.0)
+  sentences = evalb.evaluate([GOLD], [other])
+  assert sentences[0].reason == "Words unmatch (dog|cat)"
+  # A prediction with no word left (only punctuation) is evalb's "skip" (status 2).
+  assert evalb.evaluate([GOLD], ["(S (. .))"])[0].status == evalb.SKIP
 
 
 def test_unary_chains_count_as_a_multiset():
   gold = "(S (S (VP (VB Go))) (. .))"  # S[0,1] twice and VP[0,1].
   predicted = "(S (VP (VB Go)) (. .))"  # S[0,1] once and VP[0,1].
-  assert parsing.bracket_counts(gold, predicted) == (2, 3, 2)
+  assert counts(gold, predicted) == (2, 3, 2, 0)
   scores = parsing.bracket_f1([gold], [predicted])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(200 / 3)
@@ -182,7 +213,7 @@ MISSING_PREDICTED = ("(S (NP (DT The) (JJ old) (NN dog)) (VP (VBD saw) (NP (DT t
 
 
 def test_a_missing_bracket_lowers_recall_only():
-  assert parsing.bracket_counts(MISSING_GOLD, MISSING_PREDICTED) == (6, 7, 6)
+  assert counts(MISSING_GOLD, MISSING_PREDICTED) == (6, 7, 6, 0)
   scores = parsing.bracket_f1([MISSING_GOLD], [MISSING_PREDICTED])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(600 / 7)  # 85.714...
@@ -198,30 +229,50 @@ def test_corpus_scores_are_micro_averaged():
   assert scores["f1"] == pytest.approx(800 / 9)
 
 
-def test_advp_and_prt_are_the_same_label():
+def test_advp_and_prt_are_the_same_label_but_advp_bar_prt_is_a_label_of_its_own():
   gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))) (. .))"
-  assert parsing.bracket_counts(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4)
-  assert parsing.bracket_counts(gold, gold.replace("(PRT", "(NP")) == (3, 4, 4)
+  assert counts(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 0)
+  assert counts(gold, gold.replace("(PRT", "(NP")) == (3, 4, 4, 0)
   assert parsing.bracket_f1([gold], [gold.replace("(PRT", "(NP")])["f1"] == pytest.approx(75.0)
+  # evalb cuts labels at '-' and '=' only: ADVP|PRT matches neither ADVP nor PRT.
+  back = "(S (NP (PRP He)) (VP (VBD came) (ADVP (RB back))) (. .))"
+  assert counts(back, back.replace("(ADVP", "(ADVP|PRT")) == (3, 4, 4, 0)
+  assert counts(back.replace("(ADVP", "(ADVP|PRT"), back.replace("(ADVP", "(ADVP|PRT")) == (
+      4, 4, 4, 0)
+  assert counts(back.replace("(ADVP", "(ADVP-DIR=2"), back) == (4, 4, 4, 0)
 
 
-def test_root_wrapper_and_function_tags_are_ignored():
+def test_wrappers_count_as_evalb_counts_them():
   plain = "(S (NP (PRP He)) (VP (VBD left)) (. .))"
-  for gold in ("( (S (NP-SBJ (PRP He)) (VP (VBD left)) (. .)) )",
-               "(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))",
-               "(ROOT (S (NP (PRP He)) (VP (VBD left)) (. .)))"):
-    assert parsing.bracket_counts(gold, plain) == (3, 3, 3)
-  # A TOP over several constituents is no bracket either.
-  assert parsing.bracket_counts("( (NP (PRP He)) (VP (VBD left)) (. .) )", plain) == (2, 2, 3)
+  # The treebank's empty-labelled wrapper and ROOT are brackets over the sentence (a free match
+  # when both trees have it); TOP is a DELETE_LABEL; function tags are cut.
+  assert counts("( (S (NP-SBJ (PRP He)) (VP (VBD left)) (. .)) )", plain) == (3, 4, 3, 0)
+  assert counts("(ROOT (S (NP (PRP He)) (VP (VBD left)) (. .)))", plain) == (3, 4, 3, 0)
+  assert counts("(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))", plain) == (3, 3, 3, 0)
+  assert counts(f"( {plain} )", f"( {plain} )") == (4, 4, 4, 0)
+  # The empty wrapper over several constituents is one bracket "" over the two words.
+  assert counts("( (NP (PRP He)) (VP (VBD left)) (. .) )", plain) == (2, 3, 3, 0)
 
 
-def test_scorer_rejects_different_words_and_lengths():
-  with pytest.raises(ValueError, match="sentence 1: the trees hold different words"):
-    parsing.bracket_f1([GOLD, GOLD], [GOLD, GOLD.replace("dog", "cat")])
-  with pytest.raises(ValueError, match="1 gold trees but 2 predicted trees"):
-    parsing.bracket_f1([GOLD], [GOLD, GOLD])
-  with pytest.raises(parsing.TreeError, match="<predicted tree 0>:1: unmatched"):
-    parsing.bracket_f1([GOLD], [GOLD + ")"])
+def test_evalb_report_has_evalbs_layout():
+  sentences = evalb.evaluate([MISSING_GOLD, GOLD], [MISSING_PREDICTED, GOLD.replace("dog", "cat")])
+  lines = evalb.report(sentences).splitlines()
+  assert lines[0].startswith("  Sent.                        Matched  Bracket")
+  assert lines[3] == (
+      "   1   10    0   85.71 100.00     6      7    6      0      9     9   100.00")
+  assert lines[4] == "   2    4    1    0.00   0.00     0      0    0      0      0     0     0.00"
+  assert "Number of Error sentence  =      1" in lines
+  assert "Bracketing FMeasure       =  92.31" in lines
+
+
+def test_malformed_or_missing_trees_are_one_line_errors():
+  with pytest.raises(parsing.TreeError, match="^pred.txt:2: unbalanced tree: 1 bracket"):
+    parsing.bracket_f1([GOLD, GOLD], [GOLD, GOLD[:-1]], "gold.txt", "pred.txt")
+  with pytest.raises(parsing.TreeError, match="^pred.txt:1: unbalanced tree: '\\)'"):
+    parsing.bracket_f1([GOLD], [GOLD + ")"], "gold.txt", "pred.txt")
+  with pytest.raises(parsing.TreeError,
+                     match="pred.txt has 1 trees but gold.txt has 2: tree 2 of gold.txt"):
+    parsing.bracket_f1([GOLD, GOLD], [GOLD], "gold.txt", "pred.txt")
 
 
 # --- The wsj_parsing problem ----------------------------------------------------------------------
@@ -229,11 +280,12 @@ def test_scorer_rejects_different_words_and_lengths():
 def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite
   problem = t2t_lite.get_problem("wsj_parsing")
-  assert (problem.metric, problem.vocab_size) == ("bracket_f1", 16000)
+  assert (problem.metric, problem.vocab_type, problem.target_tags) == (
+      "bracket_f1", "words", "all")
   assert problem.decode_settings() == {"beam_size": 21, "alpha": 0.3, "extra_decode_length": 300}
   assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
   assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
-      "(S (NP (DT The) (NN dog)) (XX barked) (XX .))")
+      "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
   assert problem.bracket_f1([GOLD], [GOLD])["f1"] == 100.0
 
 
