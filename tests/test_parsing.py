@@ -324,37 +324,89 @@ def test_missing_or_malformed_raw_data_is_reported(tmp_path):
     list(problem.raw_pairs("train", str(tmp_path)))
 
 
-def test_wsj_parsing_prepares_and_batches_the_ptb_sample(ptb_dir, tmp_path):
-  import t2t_lite
+@pytest.fixture(scope="module")
+def wsj_data(ptb_dir, tmp_path_factory):
+  """(problem, data_dir) of wsj_parsing with its default settings, prepared once."""
   from problems.wsj_parsing import WsjParsing
-  problem = WsjParsing(vocab_size=1000)
-  stats = problem.prepare(str(tmp_path), str(ptb_dir))
+  problem = WsjParsing()
+  data_dir = str(tmp_path_factory.mktemp("wsj_parsing"))
+  return problem, data_dir, problem.prepare(data_dir, str(ptb_dir))
+
+
+def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
+  problem, data_dir, stats = wsj_data
   assert {split: stats[split]["examples"] for split in stats} == {
       "train": 2925, "dev": 406, "test": 338}  # 3669 trees, none dropped.
   assert all(stats[split]["empty"] == 0 for split in stats)
-  tok = problem.tokenizer(str(tmp_path))
-  pairs = problem.text_pairs("test", str(tmp_path))
+  tok = problem.tokenizer(data_dir)
+  vocab = problem.read_vocab(data_dir)
+  assert tok.vocab_size == 4786  # 3 reserved + 207 target symbols + 4576 words seen twice or more
+  assert vocab["punctuation_words"]["'"] == ["''", "POS"] and vocab["punctuation_words"][","] == [","]
+  pairs = problem.text_pairs("test", data_dir)
   assert len(pairs) == 338
   for source, target in pairs:
-    assert tok.decode(tok.encode(source)) == source
-    assert tok.decode(tok.encode(target)) == target
-  gold = [problem.example_to_tree(s, t) for s, t in pairs]
-  assert problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs],
-                                [t for _, t in pairs])["f1"] == 100.0
-  # An empty prediction is repaired into a flat S over the words: one bracket per sentence,
-  # which matches exactly when the gold root is an S.
-  flat = problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs], [""] * len(pairs))
-  s_roots = sum(target.startswith("(S ") for _, target in pairs)
-  assert flat["precision"] == pytest.approx(100 * s_roots / len(pairs))
-  assert flat["recall"] < 10.0
-  assert gold[0] == problem.example_to_tree(*problem.tree_to_example(gold[0]))
+    assert len(tok.encode(source)) == len(source.split())  # one id per word
+    assert tok.decode(tok.encode(target)) == target or "<unk>" in tok.decode(tok.encode(target))
 
-  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=1024)
-  batches = list(problem.dataset("test", str(tmp_path), hparams, training=False,
-                                 batch_tokens=4096))
-  assert sum(int(b["targets"].shape[0]) for b in batches) == 338
-  for batch in batches:
-    assert batch["inputs"].dtype.name == "int32" and batch["targets"].dtype.name == "int32"
-    lengths = (batch["targets"].numpy() != 0).sum(axis=1)
-    assert all(row[n - 1] == 1 for row, n in zip(batch["targets"].numpy(), lengths))
-    assert batch["targets"].shape[0] * batch["targets"].shape[1] <= 4096
+
+def _constraint_rejections(constraint, tok, pairs):
+  """Gold targets fed through the constraint: the pairs where it forbids a gold token."""
+  import numpy as np
+  import tensorflow as tf
+  sources = [tok.encode(s, add_eos=True) for s, _ in pairs]
+  targets = [tok.encode(t, add_eos=True) for _, t in pairs]
+  inputs = np.zeros([len(pairs), max(map(len, sources))], np.int32)
+  outputs = np.zeros([len(pairs), max(map(len, targets))], np.int32)
+  for i, (source, target) in enumerate(zip(sources, targets)):
+    inputs[i, :len(source)], outputs[i, :len(target)] = source, target
+  state = constraint.initial_state(inputs, [len(s) + 300 for s in sources])
+  previous = tf.zeros([len(pairs)], tf.int32)
+  rejected = set()
+  for index in range(outputs.shape[1]):
+    bias, state = constraint.step(previous, tf.constant(index), state)
+    gold_bias = tf.gather(bias, outputs[:, index], batch_dims=1).numpy()
+    rejected |= {i for i in np.flatnonzero(gold_bias < 0) if outputs[i, index] != 0}
+    previous = tf.constant(outputs[:, index])
+  return rejected
+
+
+def test_the_tree_constraint_allows_every_gold_target(wsj_data):
+  problem, data_dir, _ = wsj_data
+  tok = problem.tokenizer(data_dir)
+  pairs = [pair for pair in problem.text_pairs("dev", data_dir)[:150]
+           if "<unk>" not in tok.decode(tok.encode(pair[1]))]  # a label unseen in train
+  assert len(pairs) >= 145
+  assert _constraint_rejections(problem.decode_constraint(data_dir), tok, pairs) == set()
+
+
+def test_constrained_decoding_gives_trees_over_exactly_the_source_words(wsj_data):
+  """Even an untrained model's outputs are trees over the source words that evalb scores."""
+  import t2t_lite
+  from t2t_lite import decoding, evalb
+  problem, data_dir, _ = wsj_data
+  tok = problem.tokenizer(data_dir)
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
+  model = t2t_lite.build_model(hparams, tok.vocab_size)
+  translator = decoding.Translator(model, tok, beam_size=2, alpha=0.3, extra_length=300,
+                                   constraint=problem.decode_constraint(data_dir))
+  pairs = problem.text_pairs("test", data_dir)[:24]
+  outputs, _ = translator.translate([s for s, _ in pairs], batch_size=12)
+  gold, predicted = [], []
+  for (source, target), output in zip(pairs, outputs):
+    tokens = output.split()
+    assert sum(not t.startswith(("(", ")")) for t in tokens) == len(source.split()), output
+    opened = []
+    for t in tokens:  # brackets balance and close with their own label, under one root
+      assert opened or t.startswith("(") and t is tokens[0], output
+      if t.startswith("("):
+        opened.append(t[1:])
+      elif t.startswith(")"):
+        assert opened.pop() == t[1:], output
+    assert not opened, output
+    tree = parsing.example_to_tree(source, output, repair_punctuation=False)
+    assert parsing.tree_to_example(tree) == (source, output)  # no repair was needed
+    gold.append(parsing.example_to_tree(source, target, repair_punctuation=False))
+    predicted.append(tree)
+  scores = parsing.bracket_f1(gold, predicted)
+  assert (scores["scored"], scores["rejected"], scores["skipped"]) == (24, 0, 0)
+  assert all(s.status == evalb.OK for s in evalb.evaluate(gold, predicted))
