@@ -94,9 +94,12 @@ def read_trees(path):
   except UnicodeDecodeError:
     text = data.decode("latin-1")  # Some treebank releases are Latin-1; every byte decodes.
   try:
-    return parsing.parse_trees(text, path)
+    trees = parsing.parse_trees(text, path)
   except parsing.TreeError as error:
     raise ProblemError(str(error)) from None
+  if not trees:  # An empty (or truncated-to-nothing) file: say so rather than drop it.
+    raise ProblemError(f"{path}:1: the file holds no trees")
+  return trees
 
 
 @register_problem("wsj_parsing")

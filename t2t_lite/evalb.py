@@ -78,7 +78,9 @@ def modify_label(label):
 
 
 def read(tree_text, filename="<tree>", line=1):
-  """evalb's reading of one tree (see the module doc) -> Reading; malformed -> TreeError."""
+  """evalb's reading of one tree (see the module doc) -> Reading; malformed -> TreeError.
+
+  An empty text reads as a tree with no words (a test tree without words is skipped)."""
   def fail(message):
     raise TreeError(f"{filename}:{line}: {message}")
 
@@ -114,8 +116,6 @@ def read(tree_text, filename="<tree>", line=1):
       i += 1
   if stack:
     fail(f"unbalanced tree: {len(stack)} bracket(s) not closed")
-  if not tokens:
-    fail("empty tree")
   return Reading(terminals, brackets, length, raw)
 
 
@@ -239,3 +239,59 @@ def report(sentences):
   parts.append(_summary("-- All --", sentences))
   parts.append(_summary(f"-- len<={CUTOFF_LENGTH} --", sentences, CUTOFF_LENGTH))
   return "".join(parts)
+
+
+def read_tree_file(path):
+  """The trees of a file: one a line (evalb's format; an empty line is a tree without words), or
+  for a `.mrg` file every top-level bracket, over as many lines as it takes. -> [str]."""
+  with open(path, encoding="utf-8", errors="replace") as f:
+    text = f.read()
+  if not text.strip():
+    raise TreeError(f"{path}:1: the file holds no trees")
+  if not path.endswith(".mrg"):
+    return text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+  trees, depth, start, line, start_line = [], 0, 0, 1, 1
+  for i, char in enumerate(text):
+    if char == "\n":
+      line += 1
+    elif char == "(":
+      if depth == 0:
+        start, start_line = i, line
+      depth += 1
+    elif char == ")":
+      depth -= 1
+      if depth < 0:
+        raise TreeError(f"{path}:{line}: unbalanced tree: ')' with no open bracket")
+      if depth == 0:
+        trees.append(text[start:i + 1])
+  if depth:
+    raise TreeError(f"{path}:{start_line}: unbalanced tree: {depth} bracket(s) not closed "
+                    "by the end of the file")
+  return trees
+
+
+def main(argv=None):
+  """python -m t2t_lite.evalb GOLD TEST [--report FILE]: scores as `evalb -p COLLINS.prm`."""
+  import argparse
+  import json
+  import sys
+  parser = argparse.ArgumentParser(prog="python -m t2t_lite.evalb", description=main.__doc__)
+  parser.add_argument("gold", help="gold trees: one a line, or a .mrg file")
+  parser.add_argument("test", help="test trees: one a line (an empty line is skipped)")
+  parser.add_argument("--report", default=None, help="write evalb's per-sentence report here")
+  args = parser.parse_args(argv)
+  try:
+    sentences = evaluate(read_tree_file(args.gold), read_tree_file(args.test),
+                         args.gold, args.test)
+  except (TreeError, OSError) as e:
+    print(f"python -m t2t_lite.evalb: error: {e}", file=sys.stderr)
+    return 2
+  if args.report:
+    with open(args.report, "w", encoding="utf-8") as f:
+      f.write(report(sentences))
+  print(json.dumps(totals(sentences)))
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

@@ -322,6 +322,35 @@ def test_missing_or_malformed_raw_data_is_reported(tmp_path):
   (tmp_path / "wsj_0003.mrg").write_text("( (S (NP (NN a)) (VP (VB b))) )\n( (S (NN c) \n")
   with pytest.raises(ProblemError, match=r"wsj_0003.mrg:2: tree starting here is not closed"):
     list(problem.raw_pairs("train", str(tmp_path)))
+  (tmp_path / "wsj_0003.mrg").write_text("\n")
+  with pytest.raises(ProblemError, match=r"wsj_0003.mrg:1: the file holds no trees"):
+    WsjParsing().raw_pairs("train", str(tmp_path)).__next__()
+
+
+def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
+  import subprocess
+  import sys
+  gold, test = tmp_path / "gold.mrg", tmp_path / "test.txt"
+  gold.write_text(f"( {GOLD} )\n( {GOLD}\n)\n")
+  test.write_text(f"( {GOLD} )\n")
+
+  def run(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_lite.evalb", *map(str, args)],
+                          capture_output=True, text=True)
+
+  result = run(gold, test)  # fewer predictions than gold trees
+  assert result.returncode == 2 and result.stderr.count("\n") == 1
+  assert f"{test} has 1 trees but {gold} has 2: tree 2 of {gold} has no partner" in result.stderr
+  (tmp_path / "bad.mrg").write_text(f"( {GOLD} )\n( {GOLD}\n")
+  result = run(tmp_path / "bad.mrg", test)
+  assert result.returncode == 2 and f"bad.mrg:2: unbalanced tree" in result.stderr
+  (tmp_path / "empty.mrg").write_text("")
+  assert "empty.mrg:1: the file holds no trees" in run(tmp_path / "empty.mrg", test).stderr
+  test.write_text(f"( {GOLD} )\n\n")  # an empty prediction line: skipped and counted
+  result = run(gold, test, "--report", tmp_path / "report.txt")
+  assert result.returncode == 0
+  assert '"scored": 1, "skipped": 1, "rejected": 0' in result.stdout
+  assert "Number of Skip  sentence  =      1" in (tmp_path / "report.txt").read_text()
 
 
 @pytest.fixture(scope="module")
