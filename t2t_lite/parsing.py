@@ -63,7 +63,7 @@ EVALB_DELETE_LABELS = evalb.DELETE_LABELS  # COLLINS.prm: TOP, -NONE- and punctu
 # The tag a repaired output gives these words whatever the model said (the treebank's only tag
 # for them in the PTB sample), and no other word gets a punctuation tag: EVALB deletes words by
 # their punctuation tags and rejects a sentence whose two trees then keep different words.
-# "'" is left as the model tags it (POS 58 times, '' 10 times in the sample).
+# "'" is a possessive (POS) or a closing single quote (''): see _apostrophe_tags.
 PUNCTUATION_TAGS = {",": ",", ".": ".", "?": ".", "!": ".", "``": "``", "`": "``", "''": "''",
                     "--": ":", "-": ":", ";": ":", ":": ":", "...": ":"}
 
@@ -242,7 +242,8 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
   """(words, linearized tree) -> bracketed tree string; repairs any target (see module doc).
 
   With repair_punctuation (for model outputs; not for gold targets), a word of PUNCTUATION_TAGS
-  gets its tag there and any other word tagged as punctuation ("'" aside) gets XX.
+  gets its tag there, "'" gets POS or '' by its context, and any other word tagged as
+  punctuation gets XX.
 
   The result holds exactly the source words in order, each under one POS tag, is normalised
   (normalize_tree(result) == result) and tree_to_example(result)[0] is the source's words.
@@ -259,6 +260,7 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
   root = Tree(None, [])
   stack = [root]
   next_word = 0
+  apostrophes = _apostrophe_tags(words) if repair_punctuation else {}
   for match in _TARGET_TOKEN_RE.finditer(target_text):
     opening, closing, slot = match.groups()
     if opening is not None:
@@ -275,7 +277,7 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
       if not tag or tag == _EMPTY_TAG:
         tag = UNKNOWN_TAG  # -NONE- would make the scorer delete the word.
       if repair_punctuation:
-        tag = _punctuation_repaired(words[next_word], tag)
+        tag = apostrophes.get(next_word) or _punctuation_repaired(words[next_word], tag)
       stack[-1].children.append(Tree(tag, [words[next_word]]))
       next_word += 1
   while len(stack) > 1:
@@ -284,11 +286,26 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
     host = root
     if len(root.children) == 1 and not root.children[0].is_preterminal:
       host = root.children[0]
-    host.children.extend(Tree(_punctuation_repaired(word, UNKNOWN_TAG), [word])
-                         for word in words[next_word:])
+    host.children.extend(
+        Tree(apostrophes.get(i) or _punctuation_repaired(words[i], UNKNOWN_TAG), [words[i]])
+        for i in range(next_word, len(words)))
   if len(root.children) == 1:
     return tree_to_string(_unwrapped(root.children[0]))
   return tree_to_string(Tree(DEFAULT_ROOT_LABEL, root.children))
+
+
+def _apostrophe_tags(words):
+  """{index: tag} of each "'": '' when it closes a "`" opened before it in the sentence or
+  precedes "''", else POS (the treebank's tags of all 68 "'" in the PTB sample)."""
+  tags, open_quotes = {}, 0
+  for i, word in enumerate(words):
+    if word == "`":
+      open_quotes += 1
+    elif word == "'":
+      closing = open_quotes > 0 or words[i + 1:i + 2] == ["''"]
+      tags[i] = "''" if closing else "POS"
+      open_quotes -= open_quotes > 0
+  return tags
 
 
 def _punctuation_repaired(word, tag):

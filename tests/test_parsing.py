@@ -137,6 +137,16 @@ def test_repair_of_random_outputs_is_well_formed_and_keeps_the_words():
     assert parsing.example_to_tree(*parsing.tree_to_example(repaired)) == repaired
 
 
+def test_repair_keeps_punctuation_words_under_punctuation_tags():
+  source = "` Ms. Haag ' s guests ' plays , he said --"
+  target = "(S NN NN NN NN NN NN NN NN NN NN NN )S"  # every word tagged NN
+  assert parsing.example_to_tree(source, target) == (
+      "(S (`` `) (NN Ms.) (NN Haag) ('' ') (NN s) (NN guests) (POS ') (NN plays) (, ,) "
+      "(NN he) (NN said) (: --))")
+  # And no other word under a punctuation tag; words without a slot get theirs too.
+  assert parsing.example_to_tree("a b , c", "(S , . )S") == "(S (XX a) (XX b) (, ,) (XX c))"
+
+
 def test_repair_normalises_labels_and_never_loses_a_word():
   assert parsing.example_to_tree(SENTENCE, "(ROOT (S (NP-SBJ DT -NONE- )NP(VP VBD)VP . )S)") == (
       "(S (NP (DT The) (XX dog)) (VP (VBD barked)) (. .))")
