@@ -449,3 +449,42 @@ def test_constrained_decoding_gives_trees_over_exactly_the_source_words(wsj_data
   scores = parsing.bracket_f1(gold, predicted)
   assert (scores["scored"], scores["rejected"], scores["skipped"]) == (24, 0, 0)
   assert all(s.status == evalb.OK for s in evalb.evaluate(gold, predicted))
+
+
+def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_path):
+  import json
+  import subprocess
+  import sys
+  import tensorflow as tf
+  import t2t_lite
+  from t2t_lite.trainer import write_run_files
+  problem, data_dir, _ = wsj_data
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(
+      max_length=256, beam_size=2, extra_decode_length=60)
+  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
+  model_dir = str(tmp_path / "model")
+  write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
+  tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
+  pairs = problem.text_pairs("test", data_dir)[:6]
+  (tmp_path / "in.txt").write_text("".join(s + "\n" for s, _ in pairs))
+  (tmp_path / "gold.txt").write_text("".join(
+      parsing.example_to_tree(s, t, repair_punctuation=False) + "\n" for s, t in pairs))
+  command = [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
+             "--input_file", str(tmp_path / "in.txt"), "--output_file", str(tmp_path / "out.txt"),
+             "--no_progress"]
+  result = subprocess.run(command + ["--reference_file", str(tmp_path / "gold.txt"),
+                                     "--evalb_report", str(tmp_path / "report.txt")],
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr
+  scores = json.loads(result.stderr.strip().splitlines()[-1])
+  assert (scores["bracket_scored"], scores["bracket_skipped"], scores["bracket_rejected"]) == (
+      6, 0, 0)
+  assert {"bracket_precision", "bracket_recall", "bracket_f1", "bracket_exact_match"} <= set(scores)
+  report = (tmp_path / "report.txt").read_text().splitlines()
+  assert report[1].startswith(" ID  Len.  Stat. Recal  Prec.")
+  assert [line[:16] for line in report[3:9]] == [
+      f"{i:4d}  {len(s.split()):3d}    0  " for i, (s, _) in enumerate(pairs, 1)]
+  assert "Number of Valid sentence  =      6" in report
+  result = subprocess.run(command + ["--evalb_report", str(tmp_path / "r.txt")],
+                          capture_output=True, text=True)
+  assert result.returncode == 2 and "--evalb_report needs --reference_file" in result.stderr
