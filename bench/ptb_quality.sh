@@ -18,9 +18,9 @@
 # (optional: score these .mrg files' trees instead of the test split), WORK (default
 # /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
 # HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM (default: the
-# hparams set's, 4), ALPHA, DEV_EXAMPLES (dev sentences decoded at each evaluation, default 100;
-# 0 = no dev F1), EVAL_EVERY (steps, default 400), PROBLEM_SETTINGS (see below; use a fresh
-# WORK with them).
+# hparams set's, 4), ALPHA, DEV_EXAMPLES (dev sentences decoded at each evaluation, default 50;
+# 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 600),
+# PROBLEM_SETTINGS (see below; use a fresh WORK with them).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,8 +30,8 @@ WORK="${WORK:-/tmp/t2t_lite_ptb_quality}"
 MINUTES="${MINUTES:-40}"
 HPARAMS="${HPARAMS:-transformer_parsing_small}"
 OVERRIDES="${OVERRIDES:-}"
-DEV_EXAMPLES="${DEV_EXAMPLES:-100}"
-EVAL_EVERY="${EVAL_EVERY:-400}"
+DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
+EVAL_EVERY="${EVAL_EVERY:-600}"
 PY="${PYTHON:-python}"
 
 if ! ls "$RAW_DIR"/*.mrg >/dev/null 2>&1 && [[ -z "$(find "$RAW_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
