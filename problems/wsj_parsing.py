@@ -15,9 +15,22 @@ Splits:
 Examples: source = the words, target = the linearized normalised tree with POS tags and labelled
 closing brackets, "(S (NP NNP NNP )NP (VP VBZ )VP . )S" (see t2t_lite/parsing.py, which defines
 the normalisation, the exact round trip, the repair of model outputs and the EVALB scorer).
-Vocabulary: SentencePiece BPE of 16k shared by both sides. Metric: EVALB bracket F1 (percent).
-Decoding: beam 21, alpha 0.3, output length up to input length + 300 (the paper's section 6.3).
+Vocabulary (vocab_type):
+  * "words" (the default): one id per target symbol ("(NP", ")NP", a POS tag) and per source word
+    seen at least `min_word_count` times in train (at most vocab_size words, most frequent
+    first); rarer and unseen words are UNK. Written to data_dir/vocab.words.json with, for every
+    word ever tagged as punctuation in train, the tags it had: `decode_constraint` uses them;
+  * "bpe" / "unigram": SentencePiece of vocab_size shared by both sides (a 16k BPE is larger
+    than the 3,000-sentence sample supports; no decoding constraint then).
+Target tags (target_tags): "all" keeps every POS tag; "punctuation" writes XX for every tag but
+EVALB's punctuation tags (, . : `` ''): EVALB scores no preterminal, but deletes words by their
+punctuation tags, so those are all a scored tree needs.
+Decoding: `decode_constraint` makes every output a tree over exactly its source words (see
+TreeConstraint). Metric: EVALB bracket F1 (percent). The paper decodes with beam 21, alpha 0.3,
+output up to input + 300 (section 6.3); transformer_parsing sets those.
 """
+import collections
+import json
 import logging
 import os
 import re
@@ -27,6 +40,7 @@ import tensorflow as tf
 from t2t_lite import parsing
 from t2t_lite.problem import Problem, ProblemError
 from t2t_lite.registry import register_problem
+from t2t_lite.tokenizer import WordTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -80,21 +94,27 @@ def read_trees(path):
   except UnicodeDecodeError:
     text = data.decode("latin-1")  # Some treebank releases are Latin-1; every byte decodes.
   try:
-    return parsing.parse_trees(text, path)
+    trees = parsing.parse_trees(text, path)
   except parsing.TreeError as error:
     raise ProblemError(str(error)) from None
+  if not trees:  # An empty (or truncated-to-nothing) file: say so rather than drop it.
+    raise ProblemError(f"{path}:1: the file holds no trees")
+  return trees
 
 
 @register_problem("wsj_parsing")
 class WsjParsing(Problem):
-  """WSJ constituency parsing: words -> linearized tree, 16k shared BPE vocabulary."""
+  """WSJ constituency parsing: words -> linearized tree; word vocabulary; trees by construction."""
   name = "wsj_parsing"
   metric = "bracket_f1"
   beam_size = 21
   alpha = 0.3
   extra_decode_length = 300
-  vocab_type = "bpe"
-  vocab_size = 16000
+  vocab_type = "words"
+  vocab_size = 50000  # Source words kept at most ("words"), or SentencePiece pieces.
+  min_word_count = 2  # Rarer train words are UNK, so that the model learns UNK in training.
+  target_tags = "all"
+  _SETTINGS = Problem._SETTINGS + ("min_word_count", "target_tags")
 
   def __init__(self, **overrides):
     super().__init__(**overrides)
@@ -107,11 +127,68 @@ class WsjParsing(Problem):
     cache = self._split_cache[raw_dir]
     if split not in cache:
       files = split_files(find_mrg_files(raw_dir))[split]
-      cache[split] = [parsing.tree_to_example(str(tree))
+      cache[split] = [parsing.tree_to_example(str(tree), tags=self.target_tags)
                       for path in files for tree in read_trees(path)]
       logger.info("%s %s: %d trees from %d files", self.name, split, len(cache[split]),
                   len(files))
     yield from cache[split]
+
+  # The vocabulary ("words": see the module doc; "bpe" / "unigram": the base class's).
+  def _vocab_path(self, data_dir):
+    if self.vocab_type != "words":
+      return super()._vocab_path(data_dir)
+    return os.path.join(data_dir, "vocab.words.json")
+
+  def build_vocab(self, data_dir, raw_dir):
+    if self.vocab_type != "words":
+      return super().build_vocab(data_dir, raw_dir)
+    symbols = {"open": set(), "close": set(), "tag": set()}
+    counts = collections.Counter()
+    word_tags = collections.defaultdict(set)
+    for source, target in self.raw_pairs("train", raw_dir):
+      words = iter(source.split())
+      for token in target.split():
+        kind = "open" if token.startswith("(") else "close" if token.startswith(")") else "tag"
+        symbols[kind].add(token)
+        if kind == "tag":
+          word = next(words)
+          counts[word] += 1
+          word_tags[word].add(token)
+    kept = [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            if n >= self.min_word_count][:self.vocab_size]
+    punctuation = {word: sorted(tags) for word, tags in word_tags.items()
+                   if tags & parsing.EVALB_DELETE_LABELS}
+    vocab = {"open": sorted(symbols["open"]), "close": sorted(symbols["close"]),
+             "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation}
+    tf.io.gfile.makedirs(data_dir)
+    with tf.io.gfile.GFile(self._vocab_path(data_dir), "w") as f:
+      f.write(json.dumps(vocab, ensure_ascii=False, indent=0))
+
+  def read_vocab(self, data_dir):
+    """The "words" vocabulary file as a dict (see build_vocab)."""
+    path = self._vocab_path(data_dir)
+    if not tf.io.gfile.exists(path):
+      raise ProblemError(f"{path} is missing: {self._how_to_prepare(data_dir)}")
+    with tf.io.gfile.GFile(path) as f:
+      return json.loads(f.read())
+
+  def tokenizer(self, data_dir):
+    if self.vocab_type != "words":
+      return super().tokenizer(data_dir)
+    if data_dir not in self._tokenizers:
+      vocab = self.read_vocab(data_dir)
+      symbols = vocab["open"] + vocab["close"] + vocab["tag"]
+      known = set(symbols)
+      self._tokenizers[data_dir] = WordTokenizer(
+          symbols + [word for word in vocab["words"] if word not in known])
+    return self._tokenizers[data_dir]
+
+  def decode_constraint(self, data_dir):
+    """The TreeConstraint of data_dir's (or model_dir's) vocabulary; None for SentencePiece."""
+    if self.vocab_type != "words":
+      return None
+    from problems.wsj_constraint import TreeConstraint  # TensorFlow ops; only for decoding.
+    return TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
 
   # The parsing API (see t2t_lite/parsing.py).
   @staticmethod
@@ -120,9 +197,9 @@ class WsjParsing(Problem):
     return parsing.tree_to_example(tree_str)
 
   @staticmethod
-  def example_to_tree(source_text, target_text):
+  def example_to_tree(source_text, target_text, repair_punctuation=True):
     """(words, linearized tree, possibly malformed model output) -> well-formed tree string."""
-    return parsing.example_to_tree(source_text, target_text)
+    return parsing.example_to_tree(source_text, target_text, repair_punctuation)
 
   @staticmethod
   def bracket_f1(gold_trees, predicted_trees):
@@ -131,7 +208,8 @@ class WsjParsing(Problem):
 
   def compute_metric(self, sources, targets, predictions):
     """Bracket scores of decoded `predictions` (repaired into trees) against the `targets`."""
-    gold = [parsing.example_to_tree(s, t) for s, t in zip(sources, targets, strict=True)]
+    gold = [parsing.example_to_tree(s, t, repair_punctuation=False)
+            for s, t in zip(sources, targets, strict=True)]
     predicted = [parsing.example_to_tree(s, p)
                  for s, p in zip(sources, predictions, strict=True)]
     return parsing.bracket_f1(gold, predicted)

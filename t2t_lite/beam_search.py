@@ -44,6 +44,7 @@ class BeamState(NamedTuple):
   done: tf.Tensor  # bool [B]: nothing left to find for this sentence.
   cache: Any  # nested structure, every leaf [B * K, ...]
   rows: tf.Tensor  # int32 [B * K, L]: the cache row holding each hypothesis' slot t.
+  mask_state: Any  # the logits mask's state (nested, every leaf [B * K, ...]), or ().
 
 
 def tile_beams(x, beam_size):
@@ -68,7 +69,8 @@ def _valid(scores):
 
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
-                max_decode_length, max_lengths=None, min_length=0, reorder_cache=True):
+                max_decode_length, max_lengths=None, min_length=0, reorder_cache=True,
+                logits_mask_fn=None, mask_state=()):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -94,6 +96,13 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       for t >= index). It must write slot `index` of row n and read slot t < index from row
       rows[n, t]. This saves copying every layer's key/value cache at every step (see
       Transformer.decode_step's cache_rows).
+    logits_mask_fn: optional constraint on the outputs, e.g. a grammar:
+      (ids int32 [B*K] previous tokens, index, mask_state) -> (bias float32 [B*K, V], new
+      mask_state), the bias 0 for allowed tokens and NEG_INF for forbidden ones; it is added
+      to the logits before the softmax (the model's distribution renormalised over the allowed
+      tokens). Its state follows its hypothesis (gathered by parent beam after every step,
+      whatever reorder_cache), so it can hold e.g. a stack of open brackets.
+    mask_state: the constraint's initial state: nested tensors with leading dimension B.
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
@@ -122,7 +131,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
       done=tf.zeros([batch_size], tf.bool),
       cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
-      rows=tf.tile(own_rows, [1, length]))
+      rows=tf.tile(own_rows, [1, length]),
+      mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state))
 
   def cond(state):
     return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
@@ -135,7 +145,12 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     else:
       logits, new_cache = symbols_to_logits_fn(ids, i, state.cache, state.rows)
     vocab = tf.shape(logits)[-1]
-    logprobs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    logits = tf.cast(logits, tf.float32)
+    new_mask_state = state.mask_state
+    if logits_mask_fn is not None:
+      bias, new_mask_state = logits_mask_fn(ids, i, state.mask_state)  # [B*K, V]
+      logits += bias
+    logprobs = tf.nn.log_softmax(logits)
     eos_forbidden = tf.cast(i < min_length, tf.float32)
     logprobs += eos_forbidden * NEG_INF * tf.one_hot(eos_id, vocab)  # [B*K, V]
     logprobs = tf.reshape(logprobs, [batch_size, k, vocab])  # [B, K, V]
@@ -163,6 +178,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       rows = state.rows
     else:  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
       rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
+    mask_state = tf.nest.map_structure(lambda x: _gather_flat(x, parent_beams, k),
+                                       new_mask_state)
 
     # Finished: merge the ending expansions among the first K with the K kept so far.
     first_k = tf.range(2 * k) < k  # [2K]
@@ -182,7 +199,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
     new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
                           finished_seqs=finished_seqs, finished_scores=finished_scores,
-                          done=done, cache=new_cache, rows=rows)
+                          done=done, cache=new_cache, rows=rows, mask_state=mask_state)
     # Static shapes in, static shapes out (a dynamic batch_size would lose them).
     return (tf.nest.map_structure(lambda new, old: tf.ensure_shape(new, old.shape),
                                   new_state, state),)

@@ -46,7 +46,7 @@ def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, sta
 
 
 def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-                  cached=True, static_shapes=False, min_length=0, eos_id=EOS_ID):
+                  cached=True, static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -56,6 +56,9 @@ def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=
     cached: use the model's incremental decoder (False: recompute the full prefix each step).
     static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
     min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
+    constraint: optional output constraint (e.g. a parser's grammar): an object with
+      `initial_state(inputs, max_lengths)` and `step(ids, index, state) -> (bias, state)`, the
+      logits_mask_fn of beam_search.beam_search.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
@@ -89,10 +92,12 @@ def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=
     pad = tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
     return logits + pad, cache  # PAD is never an output token
 
+  mask_state = () if constraint is None else constraint.initial_state(inputs, max_lengths)
   return beam_search_lib.beam_search(
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
       max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
-      reorder_cache=not cached)
+      reorder_cache=not cached, logits_mask_fn=constraint and constraint.step,
+      mask_state=mask_state)
 
 
 def sequence_scores(model, inputs, outputs, alpha):
@@ -130,7 +135,7 @@ class Translator:
   """
 
   def __init__(self, model, tokenizer, *, beam_size, alpha, extra_length, max_input_length=None,
-               jit_compile=False, length_multiple=8):
+               jit_compile=False, length_multiple=8, constraint=None):
     if beam_size < 1:
       raise DecodingError(f"beam_size must be >= 1, got {beam_size}")
     if alpha < 0:
@@ -142,6 +147,7 @@ class Translator:
     self.max_input_length = max_input_length or model.hparams.max_length
     self.jit_compile = jit_compile
     self.length_multiple = length_multiple
+    self.constraint = constraint
     if jit_compile:  # XLA compiles per shape anyway: one trace per (batch, length) bucket.
       self._decode = tf.function(self._decode_ids, jit_compile=True)
     else:  # One trace for every shape.
@@ -154,6 +160,7 @@ class Translator:
     """Settings left None come from hparams.json, else the problem (section 6.1 defaults)."""
     loaded = model_dir_lib.load(model_dir, checkpoint_path)
     settings = loaded.problem.decode_settings(loaded.hparams)
+    kwargs.setdefault("constraint", problem_constraint(loaded.problem, model_dir))
     translator = cls(
         loaded.model, loaded.tokenizer,
         beam_size=settings["beam_size"] if beam_size is None else beam_size,
@@ -166,7 +173,7 @@ class Translator:
   def _decode_ids(self, inputs, max_lengths):
     return translate_ids(self.model, inputs, beam_size=self.beam_size, alpha=self.alpha,
                          extra_length=self.extra_length, max_lengths=max_lengths,
-                         static_shapes=self.jit_compile)
+                         static_shapes=self.jit_compile, constraint=self.constraint)
 
   def encode(self, lines):
     """Source ids (EOS-terminated, cut to max_input_length) of each line; [] for empty lines."""
@@ -223,6 +230,13 @@ class Translator:
       if progress:
         progress(len(chunk))
     return texts, scores
+
+
+def problem_constraint(problem, directory):
+  """The problem's output constraint for the vocabulary in `directory` (a data_dir or
+  model_dir), or None: problems that have one define `decode_constraint(directory)`."""
+  make = getattr(problem, "decode_constraint", None)
+  return make(directory) if make is not None else None
 
 
 def _until_eos(row):

@@ -105,13 +105,28 @@ def score(problem, sources, hypotheses, references):
   if problem.metric == "bleu":
     return translation_scores(hypotheses, references, getattr(problem, "target_lang", "en"))
   if problem.metric == "bracket_f1":
-    predicted = [problem.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
-    gold = [_as_tree(problem, s, r) for s, r in zip(sources, references)]
-    f1 = problem.bracket_f1(gold, predicted)
+    f1 = problem.bracket_f1(*parse_trees(problem, sources, hypotheses, references))
     return {"bracket_" + key: value for key, value in f1.items()}
   if problem.metric == "accuracy":
     return {"accuracy": sequence_accuracy(hypotheses, references)}
   raise MetricError(f"unknown metric {problem.metric!r} of problem {problem.name}")
+
+
+def parse_trees(problem, sources, hypotheses, references):
+  """Parsing: (gold trees, predicted trees), one string each, as EVALB is to read them.
+
+  Hypotheses (linearized trees) are repaired into trees over their source words; references
+  are trees (used as they are: EVALB counts e.g. a `( (S ...) )` wrapper) or linearized trees.
+  """
+  _check_lengths(hypotheses, references)
+  predicted = [problem.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
+  return [_as_tree(problem, s, r) for s, r in zip(sources, references)], predicted
+
+
+def evalb_report(problem, sources, hypotheses, references):
+  """Parsing: EVALB's printed report (per-sentence table and summaries) of the hypotheses."""
+  from t2t_lite import evalb
+  return evalb.report(evalb.evaluate(*parse_trees(problem, sources, hypotheses, references)))
 
 
 def _as_tree(problem, source, reference):
@@ -123,4 +138,4 @@ def _as_tree(problem, source, reference):
       return reference
   except ValueError:
     pass
-  return problem.example_to_tree(source, reference)
+  return problem.example_to_tree(source, reference, repair_punctuation=False)

@@ -33,25 +33,24 @@ Repair (`example_to_tree`): any target string becomes a well-formed, normalised 
   -NONE- (or nothing) gets XX, so that no word is lost; brackets glued to other text are split
   off ("(NP)NP" reads as "(NP )NP").
 
-Scoring (`bracket_f1`): EVALB with COLLINS.prm:
-  DELETE_LABEL TOP, -NONE-, ",", ":", "``", "''", "."   (the words so tagged are removed and the
-    brackets so labelled are not counted); DELETE_LABEL_FOR_LENGTH -NONE-; EQ_LABEL ADVP PRT;
-  brackets are (label, start, end) over the remaining words, counted as multisets, preterminals
-  are not brackets, brackets left with zero words are not counted, function tags are stripped.
-  Totals are micro-averaged over the corpus ("Bracketing Recall / Precision / FMeasure" of the
-  `-- All --` block, no length cut-off), in percent, like EVALB.
-  Two documented differences from running evalb on `( (S ...) )` files: (1) the wrapper is not
-  a bracket here (evalb counts the empty-labelled outer bracket, a free match in every sentence);
-  (2) which words are punctuation is decided by the GOLD tree's POS tags for both trees, so a
-  prediction that tags a comma differently is still scored (evalb rejects such a sentence as
-  "Length unmatch"). When the prediction tags punctuation like the gold tree, the counts equal
-  evalb's. The words of the two trees must be identical, as evalb requires.
+Scoring (`bracket_f1`): EVALB with COLLINS.prm, as t2t_lite/evalb.py implements it: each tree
+  string is read as evalb reads it, NOT normalised first, so that the counts are evalb's on the
+  same two files: a `( (S ...) )` or ROOT wrapper is a bracket (TOP is deleted), ADVP|PRT is one
+  label, and punctuation is deleted by each tree's own tags. A sentence evalb would reject
+  (different words, or different counts after deleting punctuation) or skip (no predicted
+  words) is counted in "rejected" / "skipped" and the rest is scored. Deliberate differences
+  from the evalb program: no MAX_ERROR stop, no 200-word / 200-bracket / 5,000-byte limits
+  (`over_evalb_limits` counts the sentences evalb could not take), malformed trees are a
+  one-line error naming file and line (see evalb.py).
+  Repaired outputs keep punctuation words under punctuation tags (PUNCTUATION_TAGS), so that
+  evalb scores them.
 """
 import collections
 import functools
 import re
 
-from t2t_lite.errors import T2TLiteError
+from t2t_lite import evalb
+from t2t_lite.evalb import TreeError  # noqa: F401  (raised here too)
 
 # The POS tag given to a word that a (repaired) model output left without a slot.
 UNKNOWN_TAG = "XX"
@@ -60,19 +59,19 @@ DEFAULT_ROOT_LABEL = "S"
 
 _WRAPPER_LABELS = ("", "TOP", "ROOT")
 _EMPTY_TAG = "-NONE-"
-# COLLINS.prm.
-EVALB_DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
-EVALB_EQUAL_LABELS = {"PRT": "ADVP"}  # EQ_LABEL ADVP PRT, mapped onto one name.
+EVALB_DELETE_LABELS = evalb.DELETE_LABELS  # COLLINS.prm: TOP, -NONE- and punctuation tags
+# The tag a repaired output gives these words whatever the model said (the treebank's only tag
+# for them in the PTB sample), and no other word gets a punctuation tag: EVALB deletes words by
+# their punctuation tags and rejects a sentence whose two trees then keep different words.
+# "'" is a possessive (POS) or a closing single quote (''): see _apostrophe_tags.
+PUNCTUATION_TAGS = {",": ",", ".": ".", "?": ".", "!": ".", "``": "``", "`": "``", "''": "''",
+                    "--": ":", "-": ":", ";": ":", ":": ":", "...": ":"}
 
 _TOKEN_RE = re.compile(r"\(([^\s()]*)|(\))|([^\s()]+)")  # "(LABEL", ")" or a word.
 _FUNCTION_TAG_RE = re.compile(r"[-=|]")
 # A model output: "(LABEL", ")LABEL" (the label is ignored) or a word slot; brackets inside a
 # whitespace-separated piece split it ("(NP)NP" = "(NP" ")NP").
 _TARGET_TOKEN_RE = re.compile(r"\(([^\s()]*)|(\))[^\s()]*|([^\s()]+)")
-
-
-class TreeError(T2TLiteError, ValueError):
-  """A malformed tree. str() is one line: `file:line: what is wrong`."""
 
 
 class Tree:
@@ -217,8 +216,14 @@ def tree_to_string(tree):
   return "".join(parts).rstrip(" ")
 
 
-def tree_to_example(tree_str):
-  """Bracketed tree -> (source_text, target_text), after normalisation (see module doc)."""
+def tree_to_example(tree_str, tags="all"):
+  """Bracketed tree -> (source_text, target_text), after normalisation (see module doc).
+
+  tags: "all" keeps every POS tag; "punctuation" writes XX for every tag but EVALB's
+  punctuation tags (the only ones EVALB looks at), so the tree no longer round-trips its tags.
+  """
+  if tags not in ("all", "punctuation"):
+    raise ValueError(f"tree_to_example: tags must be 'all' or 'punctuation', got {tags!r}")
   tree = parse_tree(tree_str)
   words, target = [], []
   for event in _events(tree):
@@ -227,13 +232,18 @@ def tree_to_example(tree_str):
     elif event[0] == "close":
       target.append(")" + event[1])
     else:
-      target.append(event[1])
+      keep = tags == "all" or event[1] in EVALB_DELETE_LABELS
+      target.append(event[1] if keep else UNKNOWN_TAG)
       words.append(event[2])
   return " ".join(words), " ".join(target)
 
 
-def example_to_tree(source_text, target_text):
+def example_to_tree(source_text, target_text, repair_punctuation=True):
   """(words, linearized tree) -> bracketed tree string; repairs any target (see module doc).
+
+  With repair_punctuation (for model outputs; not for gold targets), a word of PUNCTUATION_TAGS
+  gets its tag there, "'" gets POS or '' by its context, and any other word tagged as
+  punctuation gets XX.
 
   The result holds exactly the source words in order, each under one POS tag, is normalised
   (normalize_tree(result) == result) and tree_to_example(result)[0] is the source's words.
@@ -250,6 +260,7 @@ def example_to_tree(source_text, target_text):
   root = Tree(None, [])
   stack = [root]
   next_word = 0
+  apostrophes = _apostrophe_tags(words) if repair_punctuation else {}
   for match in _TARGET_TOKEN_RE.finditer(target_text):
     opening, closing, slot = match.groups()
     if opening is not None:
@@ -265,6 +276,8 @@ def example_to_tree(source_text, target_text):
       tag = strip_label(slot)
       if not tag or tag == _EMPTY_TAG:
         tag = UNKNOWN_TAG  # -NONE- would make the scorer delete the word.
+      if repair_punctuation:
+        tag = apostrophes.get(next_word) or _punctuation_repaired(words[next_word], tag)
       stack[-1].children.append(Tree(tag, [words[next_word]]))
       next_word += 1
   while len(stack) > 1:
@@ -273,10 +286,35 @@ def example_to_tree(source_text, target_text):
     host = root
     if len(root.children) == 1 and not root.children[0].is_preterminal:
       host = root.children[0]
-    host.children.extend(Tree(UNKNOWN_TAG, [word]) for word in words[next_word:])
+    host.children.extend(
+        Tree(apostrophes.get(i) or _punctuation_repaired(words[i], UNKNOWN_TAG), [words[i]])
+        for i in range(next_word, len(words)))
   if len(root.children) == 1:
     return tree_to_string(_unwrapped(root.children[0]))
   return tree_to_string(Tree(DEFAULT_ROOT_LABEL, root.children))
+
+
+def _apostrophe_tags(words):
+  """{index: tag} of each "'": '' when it closes a "`" opened before it in the sentence or
+  precedes "''", else POS (the treebank's tags of all 68 "'" in the PTB sample)."""
+  tags, open_quotes = {}, 0
+  for i, word in enumerate(words):
+    if word == "`":
+      open_quotes += 1
+    elif word == "'":
+      closing = open_quotes > 0 or words[i + 1:i + 2] == ["''"]
+      tags[i] = "''" if closing else "POS"
+      open_quotes -= open_quotes > 0
+  return tags
+
+
+def _punctuation_repaired(word, tag):
+  """The tag a repaired output gives `word` that the model tagged `tag` (see PUNCTUATION_TAGS)."""
+  if word in PUNCTUATION_TAGS:
+    return PUNCTUATION_TAGS[word]
+  if tag in EVALB_DELETE_LABELS and word != "'":
+    return UNKNOWN_TAG
+  return tag
 
 
 def _close(stack):
@@ -286,69 +324,15 @@ def _close(stack):
     stack[-1].children.pop()
 
 
-def _bracket_counter(tree, deleted):
-  """Multiset of EVALB brackets (label, start, end) over the words whose positions are kept."""
-  brackets = collections.Counter()
-  opened = []  # (label, index into the kept words where the bracket starts)
-  position = kept = 0
-  for event in _events(tree):
-    if event[0] == "open":
-      opened.append((event[1], kept))
-    elif event[0] == "leaf":
-      if position not in deleted:
-        kept += 1
-      position += 1
-    else:
-      label, start = opened.pop()
-      if kept > start and label not in EVALB_DELETE_LABELS:
-        brackets[(EVALB_EQUAL_LABELS.get(label, label), start, kept)] += 1
-  return brackets
+def bracket_f1(gold_trees, predicted_trees, gold_name="<gold>", predicted_name="<predicted>"):
+  """Corpus EVALB (COLLINS.prm) scores of two equally long lists of tree strings (t2t_lite/evalb.py).
 
-
-def bracket_counts(gold_tree, predicted_tree, sentence=0):
-  """(matched, gold, predicted) EVALB bracket counts of one sentence (Tree or string each).
-
-  `sentence` only numbers the sentence in the error raised when the two trees' words differ.
+  Each tree is read as evalb reads it (no normalisation here: wrappers count, ADVP|PRT stays
+  whole). A sentence evalb would reject (its trees keep different words after deleting each
+  tree's punctuation) or skip (no predicted words) is counted, never raised.
+  Returns {"precision", "recall", "f1", "exact_match"} in percent, micro-averaged over the scored
+  sentences as evalb's "-- All --" block, and {"sentences", "scored", "skipped", "rejected",
+  "over_evalb_limits", "matched", "gold_brackets", "test_brackets", "crossing",
+  "tagging_accuracy"}. Lists of different lengths raise TreeError.
   """
-  gold = gold_tree if isinstance(gold_tree, Tree) else parse_tree(gold_tree, "<gold>")
-  predicted = (predicted_tree if isinstance(predicted_tree, Tree)
-               else parse_tree(predicted_tree, "<predicted>"))
-  leaves = [event for event in _events(gold) if event[0] == "leaf"]
-  gold_words = [leaf[2] for leaf in leaves]
-  predicted_words = predicted.words()
-  if gold_words != predicted_words:
-    raise ValueError(
-        f"bracket_f1: sentence {sentence}: the trees hold different words: "
-        f"gold {' '.join(gold_words)!r} vs predicted {' '.join(predicted_words)!r}")
-  deleted = {i for i, leaf in enumerate(leaves) if leaf[1] in EVALB_DELETE_LABELS}
-  gold_brackets = _bracket_counter(gold, deleted)
-  predicted_brackets = _bracket_counter(predicted, deleted)
-  matched = sum((gold_brackets & predicted_brackets).values())
-  return matched, sum(gold_brackets.values()), sum(predicted_brackets.values())
-
-
-def bracket_f1(gold_trees, predicted_trees):
-  """Corpus EVALB (COLLINS.prm) labelled bracket scores, in percent.
-
-  Args:
-    gold_trees, predicted_trees: equally long lists of bracketed tree strings (raw treebank or
-      normalised; both are normalised here), sentence i of one paired with sentence i of the other.
-  Returns:
-    {"precision": 100 * matched / predicted, "recall": 100 * matched / gold,
-     "f1": 2 P R / (P + R)}, floats; a score whose denominator is 0 is 0.0, as in evalb.
-  """
-  gold_trees, predicted_trees = list(gold_trees), list(predicted_trees)
-  if len(gold_trees) != len(predicted_trees):
-    raise ValueError(f"bracket_f1: {len(gold_trees)} gold trees but "
-                     f"{len(predicted_trees)} predicted trees")
-  matched = gold_total = predicted_total = 0
-  for i, (gold, predicted) in enumerate(zip(gold_trees, predicted_trees)):
-    m, g, p = bracket_counts(parse_tree(gold, f"<gold tree {i}>"),
-                             parse_tree(predicted, f"<predicted tree {i}>"), sentence=i)
-    matched += m
-    gold_total += g
-    predicted_total += p
-  precision = 100.0 * matched / predicted_total if predicted_total else 0.0
-  recall = 100.0 * matched / gold_total if gold_total else 0.0
-  f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-  return {"precision": precision, "recall": recall, "f1": f1}
+  return evalb.totals(evalb.evaluate(gold_trees, predicted_trees, gold_name, predicted_name))

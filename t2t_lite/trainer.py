@@ -582,7 +582,8 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
     if id(model) not in translators:  # One compiled decoder per model, reused every eval.
       translators[id(model)] = decoding.Translator(
           model, problem.tokenizer(data_dir), beam_size=settings["beam_size"],
-          alpha=settings["alpha"], extra_length=settings["extra_decode_length"])
+          alpha=settings["alpha"], extra_length=settings["extra_decode_length"],
+          constraint=decoding.problem_constraint(problem, data_dir))
     hypotheses, _ = translators[id(model)].translate(sources, batch_size)
     scores = metrics.score(problem, sources, hypotheses, references)
     return {f"dev_{name}": value for name, value in scores.items()

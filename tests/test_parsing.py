@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from t2t_lite import parsing
+from t2t_lite import evalb, parsing
 
 SENTENCE = "The dog barked ."
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"
@@ -83,8 +83,13 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
     normalised = str(tree)
     source, target = parsing.tree_to_example(normalised)
     assert source == " ".join(tree.words())
-    assert parsing.example_to_tree(source, target) == normalised
+    assert parsing.example_to_tree(source, target, repair_punctuation=False) == normalised
     assert parsing.normalize_tree(normalised) == normalised  # Normalisation is idempotent.
+    # The repair keeps the treebank's punctuation tags: no gold tree changes but one tag ("Wa"
+    # tagged "," once in wsj_0037) of the sample's 94,000 words.
+    repaired = parsing.example_to_tree(source, target)
+    if repaired != normalised:
+      assert repaired == normalised.replace("(, Wa)", "(XX Wa)")
 
 
 # --- Repair ---------------------------------------------------------------------------------------
@@ -100,17 +105,17 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
      "(S (S (NP (DT The) (NN dog))) (VBD barked) (. .))"),
     # Too many word slots: the extra ones, and the constituents left empty, are dropped.
     ("(S (NP DT NN NN NN )NP (VP VBD )VP . )S",
-     "(S (NP (DT The) (NN dog) (NN barked) (NN .)))"),
+     "(S (NP (DT The) (NN dog) (NN barked) (. .)))"),
     # Too few word slots: the remaining words hang, tagged XX, at the end of the root.
-    ("(S (NP DT )NP )S", "(S (NP (DT The)) (XX dog) (XX barked) (XX .))"),
-    ("(S (NP DT NN )NP (VP VBD )VP", "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (XX .))"),
+    ("(S (NP DT )NP )S", "(S (NP (DT The)) (XX dog) (XX barked) (. .))"),
+    ("(S (NP DT NN )NP (VP VBD )VP", "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"),
     # Garbage and empty output.
-    ("( ( ) ) )S foo", "(S (foo The) (XX dog) (XX barked) (XX .))"),
-    ("(NP )NP (VP (PP )PP )VP", "(S (XX The) (XX dog) (XX barked) (XX .))"),
-    ("", "(S (XX The) (XX dog) (XX barked) (XX .))"),
+    ("( ( ) ) )S foo", "(S (foo The) (XX dog) (XX barked) (. .))"),
+    ("(NP )NP (VP (PP )PP )VP", "(S (XX The) (XX dog) (XX barked) (. .))"),
+    ("", "(S (XX The) (XX dog) (XX barked) (. .))"),
     # GAFL-style XX slots.
     ("(S (NP XX XX )NP (VP XX )VP XX )S",
-     "(S (NP (XX The) (XX dog)) (VP (XX barked)) (XX .))"),
+     "(S (NP (XX The) (XX dog)) (VP (XX barked)) (. .))"),
 ])
 def test_repair_gives_a_well_formed_tree_over_the_source_words(target, expected):
   repaired = parsing.example_to_tree(SENTENCE, target)
@@ -132,6 +137,16 @@ def test_repair_of_random_outputs_is_well_formed_and_keeps_the_words():
     assert parsing.example_to_tree(*parsing.tree_to_example(repaired)) == repaired
 
 
+def test_repair_keeps_punctuation_words_under_punctuation_tags():
+  source = "` Ms. Haag ' s guests ' plays , he said --"
+  target = "(S NN NN NN NN NN NN NN NN NN NN NN )S"  # every word tagged NN
+  assert parsing.example_to_tree(source, target) == (
+      "(S (`` `) (NN Ms.) (NN Haag) ('' ') (NN s) (NN guests) (POS ') (NN plays) (, ,) "
+      "(NN he) (NN said) (: --))")
+  # And no other word under a punctuation tag; words without a slot get theirs too.
+  assert parsing.example_to_tree("a b , c", "(S , . )S") == "(S (XX a) (XX b) (, ,) (XX c))"
+
+
 def test_repair_normalises_labels_and_never_loses_a_word():
   assert parsing.example_to_tree(SENTENCE, "(ROOT (S (NP-SBJ DT -NONE- )NP(VP VBD)VP . )S)") == (
       "(S (NP (DT The) (XX dog)) (VP (VBD barked)) (. .))")
@@ -144,29 +159,55 @@ def test_repair_rejects_a_source_it_cannot_hold():
     parsing.example_to_tree("a ( b", "(S NN NN NN )S")
 
 
-# --- EVALB scoring --------------------------------------------------------------------------------
+# --- EVALB scoring (t2t_lite/evalb.py), hand-worked against evalb.c's rules ---------------------
+
+def counts(gold, predicted):
+  """(matched, gold, test) brackets of one sentence, and its evalb status."""
+  s = evalb.score_sentence(evalb.read(gold), evalb.read(predicted))
+  return s.matched, s.gold, s.test, s.status
+
 
 def test_gold_against_gold_scores_100(ptb_trees):
   trees = [str(tree) for tree in ptb_trees]
-  assert parsing.bracket_f1(trees, trees) == {"precision": 100.0, "recall": 100.0, "f1": 100.0}
+  scores = parsing.bracket_f1(trees, trees)
+  assert (scores["precision"], scores["recall"], scores["f1"], scores["exact_match"]) == (
+      100.0, 100.0, 100.0, 100.0)
+  assert (scores["scored"], scores["skipped"], scores["rejected"]) == (3669, 0, 0)
 
 
-def test_punctuation_is_ignored():
+def test_punctuation_is_deleted_by_each_trees_own_tags():
   # The final '.' moves inside the VP: without deleting punctuation the VP span would differ.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked) (. .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
+  assert counts(GOLD, "(S (NP (DT The) (NN dog)) (VP (VBD barked) (. .)))") == (3, 3, 3, 0)
   # A constituent over punctuation only spans no word once it is deleted: not a bracket.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (PRN (. .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
-  # Which words are punctuation is read off the gold tags.
-  predicted = "(S (NP (DT The) (NN dog)) (VP (VBD barked) (NN .)))"
-  assert parsing.bracket_counts(GOLD, predicted) == (3, 3, 3)
+  assert counts(GOLD, "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (PRN (. .)))") == (
+      3, 3, 3, 0)
+  # '.' tagged NN is kept in the prediction, deleted in the gold tree: 3 words against 4,
+  # evalb's "Length unmatch (3|4)": the sentence is rejected, not scored.
+  sentence = evalb.score_sentence(
+      evalb.read(GOLD), evalb.read("(S (NP (DT The) (NN dog)) (VP (VBD barked) (NN .)))"))
+  assert (sentence.status, sentence.reason) == (evalb.ERROR, "Length unmatch (3|4)")
+
+
+def test_a_sentence_with_other_words_is_skipped_and_counted_while_the_rest_is_scored():
+  other = GOLD.replace("dog", "cat")
+  scores = parsing.bracket_f1([GOLD, MISSING_GOLD, GOLD], [other, MISSING_PREDICTED, GOLD])
+  # Sentence 1 is rejected ("Words unmatch (dog|cat)"); sentences 2 and 3: 6 + 3 matched of
+  # 7 + 3 gold and 6 + 3 test brackets.
+  assert (scores["sentences"], scores["scored"], scores["skipped"], scores["rejected"]) == (
+      3, 2, 1, 1)
+  assert (scores["matched"], scores["gold_brackets"], scores["test_brackets"]) == (9, 10, 9)
+  assert scores["recall"] == pytest.approx(90.0)
+  assert scores["exact_match"] == pytest.approx(50.0)
+  sentences = evalb.evaluate([GOLD], [other])
+  assert sentences[0].reason == "Words unmatch (dog|cat)"
+  # A prediction with no word left (only punctuation) is evalb's "skip" (status 2).
+  assert evalb.evaluate([GOLD], ["(S (. .))"])[0].status == evalb.SKIP
 
 
 def test_unary_chains_count_as_a_multiset():
   gold = "(S (S (VP (VB Go))) (. .))"  # S[0,1] twice and VP[0,1].
   predicted = "(S (VP (VB Go)) (. .))"  # S[0,1] once and VP[0,1].
-  assert parsing.bracket_counts(gold, predicted) == (2, 3, 2)
+  assert counts(gold, predicted) == (2, 3, 2, 0)
   scores = parsing.bracket_f1([gold], [predicted])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(200 / 3)
@@ -182,7 +223,7 @@ MISSING_PREDICTED = ("(S (NP (DT The) (JJ old) (NN dog)) (VP (VBD saw) (NP (DT t
 
 
 def test_a_missing_bracket_lowers_recall_only():
-  assert parsing.bracket_counts(MISSING_GOLD, MISSING_PREDICTED) == (6, 7, 6)
+  assert counts(MISSING_GOLD, MISSING_PREDICTED) == (6, 7, 6, 0)
   scores = parsing.bracket_f1([MISSING_GOLD], [MISSING_PREDICTED])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(600 / 7)  # 85.714...
@@ -198,30 +239,50 @@ def test_corpus_scores_are_micro_averaged():
   assert scores["f1"] == pytest.approx(800 / 9)
 
 
-def test_advp_and_prt_are_the_same_label():
+def test_advp_and_prt_are_the_same_label_but_advp_bar_prt_is_a_label_of_its_own():
   gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))) (. .))"
-  assert parsing.bracket_counts(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4)
-  assert parsing.bracket_counts(gold, gold.replace("(PRT", "(NP")) == (3, 4, 4)
+  assert counts(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 0)
+  assert counts(gold, gold.replace("(PRT", "(NP")) == (3, 4, 4, 0)
   assert parsing.bracket_f1([gold], [gold.replace("(PRT", "(NP")])["f1"] == pytest.approx(75.0)
+  # evalb cuts labels at '-' and '=' only: ADVP|PRT matches neither ADVP nor PRT.
+  back = "(S (NP (PRP He)) (VP (VBD came) (ADVP (RB back))) (. .))"
+  assert counts(back, back.replace("(ADVP", "(ADVP|PRT")) == (3, 4, 4, 0)
+  assert counts(back.replace("(ADVP", "(ADVP|PRT"), back.replace("(ADVP", "(ADVP|PRT")) == (
+      4, 4, 4, 0)
+  assert counts(back.replace("(ADVP", "(ADVP-DIR=2"), back) == (4, 4, 4, 0)
 
 
-def test_root_wrapper_and_function_tags_are_ignored():
+def test_wrappers_count_as_evalb_counts_them():
   plain = "(S (NP (PRP He)) (VP (VBD left)) (. .))"
-  for gold in ("( (S (NP-SBJ (PRP He)) (VP (VBD left)) (. .)) )",
-               "(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))",
-               "(ROOT (S (NP (PRP He)) (VP (VBD left)) (. .)))"):
-    assert parsing.bracket_counts(gold, plain) == (3, 3, 3)
-  # A TOP over several constituents is no bracket either.
-  assert parsing.bracket_counts("( (NP (PRP He)) (VP (VBD left)) (. .) )", plain) == (2, 2, 3)
+  # The treebank's empty-labelled wrapper and ROOT are brackets over the sentence (a free match
+  # when both trees have it); TOP is a DELETE_LABEL; function tags are cut.
+  assert counts("( (S (NP-SBJ (PRP He)) (VP (VBD left)) (. .)) )", plain) == (3, 4, 3, 0)
+  assert counts("(ROOT (S (NP (PRP He)) (VP (VBD left)) (. .)))", plain) == (3, 4, 3, 0)
+  assert counts("(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))", plain) == (3, 3, 3, 0)
+  assert counts(f"( {plain} )", f"( {plain} )") == (4, 4, 4, 0)
+  # The empty wrapper over several constituents is one bracket "" over the two words.
+  assert counts("( (NP (PRP He)) (VP (VBD left)) (. .) )", plain) == (2, 3, 3, 0)
 
 
-def test_scorer_rejects_different_words_and_lengths():
-  with pytest.raises(ValueError, match="sentence 1: the trees hold different words"):
-    parsing.bracket_f1([GOLD, GOLD], [GOLD, GOLD.replace("dog", "cat")])
-  with pytest.raises(ValueError, match="1 gold trees but 2 predicted trees"):
-    parsing.bracket_f1([GOLD], [GOLD, GOLD])
-  with pytest.raises(parsing.TreeError, match="<predicted tree 0>:1: unmatched"):
-    parsing.bracket_f1([GOLD], [GOLD + ")"])
+def test_evalb_report_has_evalbs_layout():
+  sentences = evalb.evaluate([MISSING_GOLD, GOLD], [MISSING_PREDICTED, GOLD.replace("dog", "cat")])
+  lines = evalb.report(sentences).splitlines()
+  assert lines[0].startswith("  Sent.                        Matched  Bracket")
+  assert lines[3] == (
+      "   1   10    0   85.71 100.00     6      7    6      0      9     9   100.00")
+  assert lines[4] == "   2    4    1    0.00   0.00     0      0    0      0      0     0     0.00"
+  assert "Number of Error sentence  =      1" in lines
+  assert "Bracketing FMeasure       =  92.31" in lines
+
+
+def test_malformed_or_missing_trees_are_one_line_errors():
+  with pytest.raises(parsing.TreeError, match="^pred.txt:2: unbalanced tree: 1 bracket"):
+    parsing.bracket_f1([GOLD, GOLD], [GOLD, GOLD[:-1]], "gold.txt", "pred.txt")
+  with pytest.raises(parsing.TreeError, match="^pred.txt:1: unbalanced tree: '\\)'"):
+    parsing.bracket_f1([GOLD], [GOLD + ")"], "gold.txt", "pred.txt")
+  with pytest.raises(parsing.TreeError,
+                     match="pred.txt has 1 trees but gold.txt has 2: tree 2 of gold.txt"):
+    parsing.bracket_f1([GOLD, GOLD], [GOLD], "gold.txt", "pred.txt")
 
 
 # --- The wsj_parsing problem ----------------------------------------------------------------------
@@ -229,11 +290,12 @@ def test_scorer_rejects_different_words_and_lengths():
 def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite
   problem = t2t_lite.get_problem("wsj_parsing")
-  assert (problem.metric, problem.vocab_size) == ("bracket_f1", 16000)
+  assert (problem.metric, problem.vocab_type, problem.target_tags) == (
+      "bracket_f1", "words", "all")
   assert problem.decode_settings() == {"beam_size": 21, "alpha": 0.3, "extra_decode_length": 300}
   assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
   assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
-      "(S (NP (DT The) (NN dog)) (XX barked) (XX .))")
+      "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
   assert problem.bracket_f1([GOLD], [GOLD])["f1"] == 100.0
 
 
@@ -270,39 +332,159 @@ def test_missing_or_malformed_raw_data_is_reported(tmp_path):
   (tmp_path / "wsj_0003.mrg").write_text("( (S (NP (NN a)) (VP (VB b))) )\n( (S (NN c) \n")
   with pytest.raises(ProblemError, match=r"wsj_0003.mrg:2: tree starting here is not closed"):
     list(problem.raw_pairs("train", str(tmp_path)))
+  (tmp_path / "wsj_0003.mrg").write_text("\n")
+  with pytest.raises(ProblemError, match=r"wsj_0003.mrg:1: the file holds no trees"):
+    WsjParsing().raw_pairs("train", str(tmp_path)).__next__()
 
 
-def test_wsj_parsing_prepares_and_batches_the_ptb_sample(ptb_dir, tmp_path):
-  import t2t_lite
+def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
+  import subprocess
+  import sys
+  gold, test = tmp_path / "gold.mrg", tmp_path / "test.txt"
+  gold.write_text(f"( {GOLD} )\n( {GOLD}\n)\n")
+  test.write_text(f"( {GOLD} )\n")
+
+  def run(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_lite.evalb", *map(str, args)],
+                          capture_output=True, text=True)
+
+  result = run(gold, test)  # fewer predictions than gold trees
+  assert result.returncode == 2 and result.stderr.count("\n") == 1
+  assert f"{test} has 1 trees but {gold} has 2: tree 2 of {gold} has no partner" in result.stderr
+  (tmp_path / "bad.mrg").write_text(f"( {GOLD} )\n( {GOLD}\n")
+  result = run(tmp_path / "bad.mrg", test)
+  assert result.returncode == 2 and f"bad.mrg:2: unbalanced tree" in result.stderr
+  (tmp_path / "empty.mrg").write_text("")
+  assert "empty.mrg:1: the file holds no trees" in run(tmp_path / "empty.mrg", test).stderr
+  test.write_text(f"( {GOLD} )\n\n")  # an empty prediction line: skipped and counted
+  result = run(gold, test, "--report", tmp_path / "report.txt")
+  assert result.returncode == 0
+  assert '"scored": 1, "skipped": 1, "rejected": 0' in result.stdout
+  assert "Number of Skip  sentence  =      1" in (tmp_path / "report.txt").read_text()
+
+
+@pytest.fixture(scope="module")
+def wsj_data(ptb_dir, tmp_path_factory):
+  """(problem, data_dir) of wsj_parsing with its default settings, prepared once."""
   from problems.wsj_parsing import WsjParsing
-  problem = WsjParsing(vocab_size=1000)
-  stats = problem.prepare(str(tmp_path), str(ptb_dir))
+  problem = WsjParsing()
+  data_dir = str(tmp_path_factory.mktemp("wsj_parsing"))
+  return problem, data_dir, problem.prepare(data_dir, str(ptb_dir))
+
+
+def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
+  problem, data_dir, stats = wsj_data
   assert {split: stats[split]["examples"] for split in stats} == {
       "train": 2925, "dev": 406, "test": 338}  # 3669 trees, none dropped.
   assert all(stats[split]["empty"] == 0 for split in stats)
-  tok = problem.tokenizer(str(tmp_path))
-  pairs = problem.text_pairs("test", str(tmp_path))
+  tok = problem.tokenizer(data_dir)
+  vocab = problem.read_vocab(data_dir)
+  assert tok.vocab_size == 4786  # 3 reserved + 207 target symbols + 4576 words seen twice or more
+  assert vocab["punctuation_words"]["'"] == ["''", "POS"] and vocab["punctuation_words"][","] == [","]
+  pairs = problem.text_pairs("test", data_dir)
   assert len(pairs) == 338
   for source, target in pairs:
-    assert tok.decode(tok.encode(source)) == source
-    assert tok.decode(tok.encode(target)) == target
-  gold = [problem.example_to_tree(s, t) for s, t in pairs]
-  assert problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs],
-                                [t for _, t in pairs])["f1"] == 100.0
-  # An empty prediction is repaired into a flat S over the words: one bracket per sentence,
-  # which matches exactly when the gold root is an S.
-  flat = problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs], [""] * len(pairs))
-  s_roots = sum(target.startswith("(S ") for _, target in pairs)
-  assert flat["precision"] == pytest.approx(100 * s_roots / len(pairs))
-  assert flat["recall"] < 10.0
-  assert gold[0] == problem.example_to_tree(*problem.tree_to_example(gold[0]))
+    assert len(tok.encode(source)) == len(source.split())  # one id per word
+    assert tok.decode(tok.encode(target)) == target or "<unk>" in tok.decode(tok.encode(target))
 
-  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=1024)
-  batches = list(problem.dataset("test", str(tmp_path), hparams, training=False,
-                                 batch_tokens=4096))
-  assert sum(int(b["targets"].shape[0]) for b in batches) == 338
-  for batch in batches:
-    assert batch["inputs"].dtype.name == "int32" and batch["targets"].dtype.name == "int32"
-    lengths = (batch["targets"].numpy() != 0).sum(axis=1)
-    assert all(row[n - 1] == 1 for row, n in zip(batch["targets"].numpy(), lengths))
-    assert batch["targets"].shape[0] * batch["targets"].shape[1] <= 4096
+
+def _constraint_rejections(constraint, tok, pairs):
+  """Gold targets fed through the constraint: the pairs where it forbids a gold token."""
+  import numpy as np
+  import tensorflow as tf
+  sources = [tok.encode(s, add_eos=True) for s, _ in pairs]
+  targets = [tok.encode(t, add_eos=True) for _, t in pairs]
+  inputs = np.zeros([len(pairs), max(map(len, sources))], np.int32)
+  outputs = np.zeros([len(pairs), max(map(len, targets))], np.int32)
+  for i, (source, target) in enumerate(zip(sources, targets)):
+    inputs[i, :len(source)], outputs[i, :len(target)] = source, target
+  state = constraint.initial_state(inputs, [len(s) + 300 for s in sources])
+  previous = tf.zeros([len(pairs)], tf.int32)
+  rejected = set()
+  for index in range(outputs.shape[1]):
+    bias, state = constraint.step(previous, tf.constant(index), state)
+    gold_bias = tf.gather(bias, outputs[:, index], batch_dims=1).numpy()
+    rejected |= {i for i in np.flatnonzero(gold_bias < 0) if outputs[i, index] != 0}
+    previous = tf.constant(outputs[:, index])
+  return rejected
+
+
+def test_the_tree_constraint_allows_every_gold_target(wsj_data):
+  problem, data_dir, _ = wsj_data
+  tok = problem.tokenizer(data_dir)
+  pairs = [pair for pair in problem.text_pairs("dev", data_dir)[:150]
+           if "<unk>" not in tok.decode(tok.encode(pair[1]))]  # a label unseen in train
+  assert len(pairs) >= 145
+  assert _constraint_rejections(problem.decode_constraint(data_dir), tok, pairs) == set()
+
+
+def test_constrained_decoding_gives_trees_over_exactly_the_source_words(wsj_data):
+  """Even an untrained model's outputs are trees over the source words that evalb scores."""
+  import t2t_lite
+  from t2t_lite import decoding, evalb
+  problem, data_dir, _ = wsj_data
+  tok = problem.tokenizer(data_dir)
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
+  model = t2t_lite.build_model(hparams, tok.vocab_size)
+  translator = decoding.Translator(model, tok, beam_size=2, alpha=0.3, extra_length=300,
+                                   constraint=problem.decode_constraint(data_dir))
+  pairs = problem.text_pairs("test", data_dir)[:24]
+  outputs, _ = translator.translate([s for s, _ in pairs], batch_size=12)
+  gold, predicted = [], []
+  for (source, target), output in zip(pairs, outputs):
+    tokens = output.split()
+    assert sum(not t.startswith(("(", ")")) for t in tokens) == len(source.split()), output
+    opened = []
+    for t in tokens:  # brackets balance and close with their own label, under one root
+      assert opened or t.startswith("(") and t is tokens[0], output
+      if t.startswith("("):
+        opened.append(t[1:])
+      elif t.startswith(")"):
+        assert opened.pop() == t[1:], output
+    assert not opened, output
+    tree = parsing.example_to_tree(source, output, repair_punctuation=False)
+    assert parsing.tree_to_example(tree) == (source, output)  # no repair was needed
+    gold.append(parsing.example_to_tree(source, target, repair_punctuation=False))
+    predicted.append(tree)
+  scores = parsing.bracket_f1(gold, predicted)
+  assert (scores["scored"], scores["rejected"], scores["skipped"]) == (24, 0, 0)
+  assert all(s.status == evalb.OK for s in evalb.evaluate(gold, predicted))
+
+
+def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_path):
+  import json
+  import subprocess
+  import sys
+  import tensorflow as tf
+  import t2t_lite
+  from t2t_lite.trainer import write_run_files
+  problem, data_dir, _ = wsj_data
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(
+      max_length=256, beam_size=2, extra_decode_length=60)
+  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
+  model_dir = str(tmp_path / "model")
+  write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
+  tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
+  pairs = problem.text_pairs("test", data_dir)[:6]
+  (tmp_path / "in.txt").write_text("".join(s + "\n" for s, _ in pairs))
+  (tmp_path / "gold.txt").write_text("".join(
+      parsing.example_to_tree(s, t, repair_punctuation=False) + "\n" for s, t in pairs))
+  command = [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
+             "--input_file", str(tmp_path / "in.txt"), "--output_file", str(tmp_path / "out.txt"),
+             "--no_progress"]
+  result = subprocess.run(command + ["--reference_file", str(tmp_path / "gold.txt"),
+                                     "--evalb_report", str(tmp_path / "report.txt")],
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr
+  scores = json.loads(result.stderr.strip().splitlines()[-1])
+  assert (scores["bracket_scored"], scores["bracket_skipped"], scores["bracket_rejected"]) == (
+      6, 0, 0)
+  assert {"bracket_precision", "bracket_recall", "bracket_f1", "bracket_exact_match"} <= set(scores)
+  report = (tmp_path / "report.txt").read_text().splitlines()
+  assert report[1].startswith(" ID  Len.  Stat. Recal  Prec.")
+  assert [line[:16] for line in report[3:9]] == [
+      f"{i:4d}  {len(s.split()):3d}    0  " for i, (s, _) in enumerate(pairs, 1)]
+  assert "Number of Valid sentence  =      6" in report
+  result = subprocess.run(command + ["--evalb_report", str(tmp_path / "r.txt")],
+                          capture_output=True, text=True)
+  assert result.returncode == 2 and "--evalb_report needs --reference_file" in result.stderr

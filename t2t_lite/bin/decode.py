@@ -11,7 +11,9 @@ the extra output length default to hparams.json's, else the problem's (the paper
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
-(see t2t_lite/metrics.py); for parsing, bracket F1; for the algorithmic problems, accuracy.
+(see t2t_lite/metrics.py); for parsing, EVALB's (COLLINS.prm) bracket precision, recall, F1,
+exact match and the sentences scored, skipped and rejected (t2t_lite/evalb.py), and with
+--evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
 """
 import argparse
 import json
@@ -99,6 +101,8 @@ def parse_args(argv):
   parser.add_argument("--output_file", default="-", help="- = stdout")
   parser.add_argument("--reference_file", default=None,
                       help="references, one a line: print the problem's scores (stderr, JSON)")
+  parser.add_argument("--evalb_report", default=None,
+                      help="parsing, with --reference_file: write EVALB's per-sentence report here")
   flags.add_beam_flags(parser)
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
   parser.add_argument("--max_input_length", type=int, default=None,
@@ -117,6 +121,9 @@ def main(argv=None):
     print(f"t2t-lite-decode: error: --batch_size must be >= 1, got {args.batch_size}",
           file=sys.stderr)
     return 2
+  if args.evalb_report and not args.reference_file:
+    print("t2t-lite-decode: error: --evalb_report needs --reference_file", file=sys.stderr)
+    return 2
   try:
     check_output_file(args.output_file)
     lines = read_lines(args.input_file)
@@ -133,6 +140,10 @@ def main(argv=None):
   except FileNotFoundError as e:
     return cli.fail("t2t-lite-decode", e)
   loaded = translator.loaded
+  if args.evalb_report and loaded.problem.metric != "bracket_f1":
+    print(f"t2t-lite-decode: error: --evalb_report is for parsing problems, not "
+          f"{loaded.problem.name}", file=sys.stderr)
+    return 2
   logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
               len(lines), loaded.checkpoint, translator.beam_size, translator.alpha,
               translator.extra_length)
@@ -147,6 +158,9 @@ def main(argv=None):
   if references is not None:
     scores = metrics.score(loaded.problem, lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
+    if args.evalb_report:
+      write_lines(args.evalb_report,
+                  [metrics.evalb_report(loaded.problem, lines, texts, references).rstrip("\n")])
   return 0
 
 

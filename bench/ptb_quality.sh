@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# bench/ptb_quality.sh: EVALB bracket F1 of a parser trained for a fixed wall-clock budget.
+#
+# Trains transformer_parsing_small (3+3 layers, d_model 256) on wsj_parsing (word vocabulary,
+# see problems/wsj_parsing.py) from RAW_DIR's .mrg files for MINUTES of wall-clock time, with
+# dev bracket F1 at every evaluation, averages the last 5 checkpoints, decodes the test split
+# (or every tree of TEST_DIR's .mrg files) with the tree constraint (problems/wsj_constraint.py),
+# scores it as EVALB with COLLINS.prm (t2t_lite/evalb.py), writes EVALB's per-sentence report
+# to $WORK/test.evalb and prints ONE JSON line: precision, recall, f1, exact_match, sentences
+# scored / skipped / rejected, outputs that needed repair, steps trained, the last dev F1, the
+# load average and the CPU steal time during training.
+# The bar (issue 14): F1 >= 70 on the sample's test split in 40 minutes on this 2-core CPU.
+#
+#   bash bench/ptb_quality.sh                            # 40 minutes
+#   MINUTES=2 WORK=/tmp/p bash bench/ptb_quality.sh      # a smoke run
+#
+# Environment: RAW_DIR (default ../shared/data/ptb_sample next to the repository), TEST_DIR
+# (optional: score these .mrg files' trees instead of the test split), WORK (default
+# /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
+# HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM (default: the
+# hparams set's, 4), ALPHA, DEV_EXAMPLES (dev sentences decoded at each evaluation, default 50;
+# 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 600),
+# PROBLEM_SETTINGS (see below; use a fresh WORK with them).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+RAW_DIR="${RAW_DIR:-$HERE/../../shared/data/ptb_sample}"
+TEST_DIR="${TEST_DIR:-}"
+WORK="${WORK:-/tmp/t2t_lite_ptb_quality}"
+MINUTES="${MINUTES:-40}"
+HPARAMS="${HPARAMS:-transformer_parsing_small}"
+OVERRIDES="${OVERRIDES:-}"
+DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
+EVAL_EVERY="${EVAL_EVERY:-600}"
+PY="${PYTHON:-python}"
+
+if ! ls "$RAW_DIR"/*.mrg >/dev/null 2>&1 && [[ -z "$(find "$RAW_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
+  echo "ptb_quality: no .mrg files under $RAW_DIR (set RAW_DIR)" >&2
+  exit 2
+fi
+if [[ -n "$TEST_DIR" && -z "$(find "$TEST_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
+  echo "ptb_quality: no .mrg files under TEST_DIR=$TEST_DIR" >&2
+  exit 2
+fi
+mkdir -p "$WORK"
+rm -rf "$WORK/model" "$WORK/avg"
+beam_flags=()
+[[ -n "${BEAM:-}" ]] && beam_flags+=("--beam_size=$BEAM")
+[[ -n "${ALPHA:-}" ]] && beam_flags+=("--alpha=$ALPHA")
+
+cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
+ticks_before=$(cpu_ticks)
+start=$(date +%s)
+# PROBLEM_SETTINGS ("target_tags=punctuation,min_word_count=1"): class settings of WsjParsing
+# for this run (train has no flag for them); data_dir must then be a new one.
+"$PY" -c "import sys
+from problems.wsj_parsing import WsjParsing
+for item in filter(None, sys.argv[1].split(',')):
+  key, value = item.split('=')
+  if key not in WsjParsing._SETTINGS:
+    sys.exit(f'ptb_quality: unknown problem setting {key!r}')
+  setattr(WsjParsing, key, int(value) if value.isdigit() else value)
+from t2t_lite.bin import train
+sys.exit(train.main(sys.argv[2:]))" "${PROBLEM_SETTINGS:-}" \
+  --problem=wsj_parsing --hparams="$HPARAMS" --hparams_overrides="$OVERRIDES" \
+  --data_dir="$WORK/data" --raw_dir="$RAW_DIR" --model_dir="$WORK/model" \
+  --train_steps=1000000 --train_minutes="$MINUTES" \
+  --checkpoint_every_minutes=2 --keep_checkpoints=5 \
+  --eval_every="$EVAL_EVERY" --eval_steps=10 --eval_decode_examples="$DEV_EXAMPLES" \
+  --log_every=50 --noxla --mixed_precision=none --seed=1 2>&1 | tee "$WORK/train.log"
+train_seconds=$(( $(date +%s) - start ))
+ticks_after=$(cpu_ticks)
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
+
+num_last=$("$PY" -c "import sys, tensorflow as tf
+state = tf.train.get_checkpoint_state(sys.argv[1])
+print(min(5, len(state.all_model_checkpoint_paths)))" "$WORK/model" 2>/dev/null)
+"$PY" -m t2t_lite.bin.avg_checkpoints --model_dir="$WORK/model" --num_last="$num_last" \
+  --output_dir="$WORK/avg"
+
+# The sentences to parse and their gold trees (normalised as the problem reads them).
+"$PY" - "$WORK" "$TEST_DIR" <<'EOF'
+import sys
+import t2t_lite
+from t2t_lite import parsing
+from problems.wsj_parsing import find_mrg_files, read_trees
+work, test_dir = sys.argv[1:]
+problem = t2t_lite.get_problem("wsj_parsing")
+if test_dir:
+  trees = [str(tree) for path in find_mrg_files(test_dir) for tree in read_trees(path)]
+  sources = [" ".join(parsing.parse_tree(tree).words()) for tree in trees]
+else:
+  pairs = problem.text_pairs("test", f"{work}/data")
+  sources = [source for source, _ in pairs]
+  trees = [parsing.example_to_tree(s, t, repair_punctuation=False) for s, t in pairs]
+with open(f"{work}/test.src", "w", encoding="utf-8") as f:
+  f.writelines(line + "\n" for line in sources)
+with open(f"{work}/test.gold", "w", encoding="utf-8") as f:
+  f.writelines(line + "\n" for line in trees)
+EOF
+
+decode_start=$(date +%s)
+"$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg" --input_file="$WORK/test.src" \
+  --output_file="$WORK/test.hyp" --reference_file="$WORK/test.gold" \
+  --evalb_report="$WORK/test.evalb" "${beam_flags[@]}" --no_progress 2> "$WORK/decode.log" \
+  || { cat "$WORK/decode.log" >&2; exit 1; }
+decode_seconds=$(( $(date +%s) - decode_start ))
+
+"$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$num_last" "$ticks_before" "$ticks_after" \
+  "$load_before" "$load_after" "$HPARAMS" "$OVERRIDES" "${TEST_DIR:-test split}" <<'EOF'
+import json, re, sys
+import t2t_lite
+from t2t_lite import parsing
+(work, seconds, decode_seconds, averaged, before, after, load_before, load_after, hparams,
+ overrides, test) = sys.argv[1:]
+before, after = before.split(), after.split()  # [steal, total] ticks, or empty
+steal = None
+if before and after and int(after[1]) > int(before[1]):
+  steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
+sources = open(f"{work}/test.src", encoding="utf-8").read().splitlines()
+hyps = open(f"{work}/test.hyp", encoding="utf-8").read().splitlines()
+gold = open(f"{work}/test.gold", encoding="utf-8").read().splitlines()
+predicted = [parsing.example_to_tree(s, h) for s, h in zip(sources, hyps)]
+# An output "needed repair" when its tree does not linearize back to exactly the output.
+repaired = sum(parsing.tree_to_example(tree)[1] != " ".join(h.split())
+               for tree, h in zip(predicted, hyps))
+scores = parsing.bracket_f1(gold, predicted)
+log = open(f"{work}/train.log").read()
+steps = [int(s) for s in re.findall(r"^done: step (\d+)", log, re.M)]
+dev = re.findall(r"dev_bracket_f1 ([0-9.]+)", log)
+print(json.dumps({
+    "bench": "ptb_quality", "problem": "wsj_parsing", "hparams": hparams,
+    "overrides": overrides, "test": test,
+    "precision": round(scores["precision"], 2), "recall": round(scores["recall"], 2),
+    "f1": round(scores["f1"], 2), "exact_match": round(scores["exact_match"], 2),
+    "sentences": scores["sentences"], "scored": scores["scored"], "skipped": scores["skipped"],
+    "rejected": scores["rejected"], "repaired": repaired,
+    "steps": steps[-1] if steps else 0, "train_seconds": int(seconds),
+    "decode_seconds": int(decode_seconds), "averaged": int(averaged),
+    "last_dev_f1": float(dev[-1]) if dev else None,
+    "loadavg_before": load_before, "loadavg_after": load_after, "cpu_steal": steal,
+    "bar_f1": 70.0}))
+EOF
