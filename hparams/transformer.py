@@ -29,7 +29,7 @@ def transformer_big_enfr():
 def transformer_parsing():
   """Section 6.3: 4 layers, d_model=1024, rest as base; beam 21, alpha 0.3, max = input+300."""
   return transformer_base().replace(
-      num_layers=4, d_model=1024, num_heads=16, beam_size=21, alpha=0.3, extra_decode_length=300,
+      num_layers=4, d_model=1024, num_heads=16, beam_size=21, alpha=0.3, extra_length=300,
       max_length=512)
 
 

@@ -24,7 +24,7 @@ import re
 
 import tensorflow as tf
 
-from t2t_lite import parsing
+from t2t_lite import metrics, parsing
 from t2t_lite.problem import Problem, ProblemError
 from t2t_lite.registry import register_problem
 
@@ -92,7 +92,7 @@ class WsjParsing(Problem):
   metric = "bracket_f1"
   beam_size = 21
   alpha = 0.3
-  extra_decode_length = 300
+  extra_length = 300
   vocab_type = "bpe"
   vocab_size = 16000
 
@@ -129,9 +129,24 @@ class WsjParsing(Problem):
     """EVALB (COLLINS.prm) {"precision", "recall", "f1"} in percent over lists of trees."""
     return parsing.bracket_f1(gold_trees, predicted_trees)
 
-  def compute_metric(self, sources, targets, predictions):
-    """Bracket scores of decoded `predictions` (repaired into trees) against the `targets`."""
-    gold = [parsing.example_to_tree(s, t) for s, t in zip(sources, targets, strict=True)]
-    predicted = [parsing.example_to_tree(s, p)
-                 for s, p in zip(sources, predictions, strict=True)]
-    return parsing.bracket_f1(gold, predicted)
+  def score(self, sources, hypotheses, references):
+    """Bracket {"bracket_precision", "bracket_recall", "bracket_f1"} of decoded linearized trees
+    (repaired into trees over their source words) against references: trees or linearized."""
+    if len(hypotheses) != len(references):
+      raise metrics.MetricError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    predicted = [parsing.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
+    gold = [_reference_tree(s, r) for s, r in zip(sources, references)]
+    f1 = parsing.bracket_f1(gold, predicted)
+    return {"bracket_" + key: value for key, value in f1.items()}
+
+
+def _reference_tree(source, reference):
+  """A reference line: a bracketed tree over the source words as it is, else a linearized tree
+  (repaired as outputs are)."""
+  try:
+    tree = parsing.parse_tree(reference)
+  except parsing.TreeError:  # Not a bracketed tree: a linearized one.
+    return parsing.example_to_tree(source, reference)
+  if tree.words() != source.split():
+    return parsing.example_to_tree(source, reference)
+  return reference

@@ -1,4 +1,5 @@
-"""HParams: one frozen, typed dataclass; named sets live in the top-level `hparams/` package.
+"""HParams: one frozen, typed dataclass; named sets live in the repository's `hparams/` folder
+(installed as `t2t_lite.hparams_sets`).
 
 Overrides use tensor2tensor's syntax, `"num_layers=4,dropout=0.3"`, and are type-checked: an
 unknown name says "did you mean", a value of the wrong type names the field and the type wanted.
@@ -44,7 +45,7 @@ class HParams:
   # Decoding (section 6.1); None = the problem's default.
   beam_size: Optional[int] = None
   alpha: Optional[float] = None
-  extra_decode_length: Optional[int] = None
+  extra_length: Optional[int] = None  # max output = source length + extra_length.
 
   def __post_init__(self):
     if self.num_heads <= 0 or self.d_model % self.num_heads:
@@ -88,6 +89,9 @@ class HParams:
   @classmethod
   def from_json(cls, text):
     values = json.loads(text)
+    for old, new in _RENAMED.items():  # hparams.json of runs from before a rename
+      if old in values and new not in values:
+        values[new] = values.pop(old)
     _check_names(values)
     return cls(**values)
 
@@ -104,6 +108,7 @@ class HParams:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(HParams)}
+_RENAMED = {"extra_decode_length": "extra_length"}  # old name in hparams.json -> field
 
 
 def _check_names(names):

@@ -69,34 +69,10 @@ def sequence_accuracy(hypotheses, references):
   return 100.0 * same / len(references)
 
 
-def score(problem, sources, hypotheses, references):
-  """The problem's metric(s) -> {name: value}: BLEU both ways, bracket F1, or accuracy.
-
-  For parsing problems, hypotheses are linearized trees; each is repaired into a tree over its
-  source words (problem.example_to_tree). References may be trees or linearized trees.
-  """
+def bleu_scores(hypotheses, references):
+  """A translation's scores -> {"bleu", "bleu_signature", "paper_bleu", "paper_bleu_signature"}:
+  detokenized sacreBLEU and the paper's tokenized BLEU (see the module docstring)."""
   _check_lengths(hypotheses, references)
-  if problem.metric == "bleu":
-    detok, tok = sacrebleu_bleu(hypotheses, references), paper_bleu(hypotheses, references)
-    return {"bleu": detok["bleu"], "bleu_signature": detok["signature"],
-            "paper_bleu": tok["bleu"], "paper_bleu_signature": tok["signature"]}
-  if problem.metric == "bracket_f1":
-    predicted = [problem.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
-    gold = [_as_tree(problem, s, r) for s, r in zip(sources, references)]
-    f1 = problem.bracket_f1(gold, predicted)
-    return {"bracket_" + key: value for key, value in f1.items()}
-  if problem.metric == "accuracy":
-    return {"accuracy": sequence_accuracy(hypotheses, references)}
-  raise MetricError(f"unknown metric {problem.metric!r} of problem {problem.name}")
-
-
-def _as_tree(problem, source, reference):
-  """A reference line: a bracketed tree over the source words, or a linearized tree."""
-  from t2t_lite import parsing
-  try:
-    tree = parsing.parse_tree(reference)
-    if tree.words() == source.split():
-      return reference
-  except ValueError:
-    pass
-  return problem.example_to_tree(source, reference)
+  detok, tok = sacrebleu_bleu(hypotheses, references), paper_bleu(hypotheses, references)
+  return {"bleu": detok["bleu"], "bleu_signature": detok["signature"],
+          "paper_bleu": tok["bleu"], "paper_bleu_signature": tok["signature"]}

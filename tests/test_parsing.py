@@ -230,7 +230,8 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite
   problem = t2t_lite.get_problem("wsj_parsing")
   assert (problem.metric, problem.vocab_size) == ("bracket_f1", 16000)
-  assert problem.decode_settings() == {"beam_size": 21, "alpha": 0.3, "extra_decode_length": 300}
+  from t2t_lite.decoding import DecodeSettings
+  assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3, extra_length=300)
   assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
   assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
       "(S (NP (DT The) (NN dog)) (XX barked) (XX .))")
@@ -287,14 +288,14 @@ def test_wsj_parsing_prepares_and_batches_the_ptb_sample(ptb_dir, tmp_path):
     assert tok.decode(tok.encode(source)) == source
     assert tok.decode(tok.encode(target)) == target
   gold = [problem.example_to_tree(s, t) for s, t in pairs]
-  assert problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs],
-                                [t for _, t in pairs])["f1"] == 100.0
+  assert problem.score([s for s, _ in pairs], [t for _, t in pairs],
+                       [t for _, t in pairs])["bracket_f1"] == 100.0
   # An empty prediction is repaired into a flat S over the words: one bracket per sentence,
   # which matches exactly when the gold root is an S.
-  flat = problem.compute_metric([s for s, _ in pairs], [t for _, t in pairs], [""] * len(pairs))
+  flat = problem.score([s for s, _ in pairs], [""] * len(pairs), [t for _, t in pairs])
   s_roots = sum(target.startswith("(S ") for _, target in pairs)
-  assert flat["precision"] == pytest.approx(100 * s_roots / len(pairs))
-  assert flat["recall"] < 10.0
+  assert flat["bracket_precision"] == pytest.approx(100 * s_roots / len(pairs))
+  assert flat["bracket_recall"] < 10.0
   assert gold[0] == problem.example_to_tree(*problem.tree_to_example(gold[0]))
 
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=1024)
