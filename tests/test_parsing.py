@@ -239,7 +239,7 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
 
 
 def test_standard_wsj_split_by_section():
-  from problems.wsj_parsing import split_files
+  from t2t_lite.problems.wsj_parsing import split_files
   paths = [f"/tb/{s:02d}/wsj_{s:02d}{i:02d}.mrg" for s in range(25) for i in (0, 1)]
   splits = split_files(paths)
   assert splits["dev"] == ["/tb/22/wsj_2200.mrg", "/tb/22/wsj_2201.mrg"]
@@ -249,7 +249,7 @@ def test_standard_wsj_split_by_section():
 
 
 def test_fallback_split_is_80_10_10_by_file(ptb_dir):
-  from problems.wsj_parsing import find_mrg_files, split_files
+  from t2t_lite.problems.wsj_parsing import find_mrg_files, split_files
   splits = split_files(find_mrg_files(str(ptb_dir)))
   names = {split: [path.rsplit("/", 1)[1] for path in paths] for split, paths in splits.items()}
   assert [len(names[s]) for s in ("train", "dev", "test")] == [144, 18, 17]
@@ -259,7 +259,7 @@ def test_fallback_split_is_80_10_10_by_file(ptb_dir):
 
 
 def test_missing_or_malformed_raw_data_is_reported(tmp_path):
-  from problems.wsj_parsing import WsjParsing
+  from t2t_lite.problems.wsj_parsing import WsjParsing
   from t2t_lite.problem import ProblemError
   problem = WsjParsing(vocab_size=300)
   with pytest.raises(ProblemError, match=r"raw_dir .*nowhere does not exist; the WSJ Penn Tree"):
@@ -275,7 +275,7 @@ def test_missing_or_malformed_raw_data_is_reported(tmp_path):
 
 def test_wsj_parsing_prepares_and_batches_the_ptb_sample(ptb_dir, tmp_path):
   import t2t_lite
-  from problems.wsj_parsing import WsjParsing
+  from t2t_lite.problems.wsj_parsing import WsjParsing
   problem = WsjParsing(vocab_size=1000)
   stats = problem.prepare(str(tmp_path), str(ptb_dir))
   assert {split: stats[split]["examples"] for split in stats} == {

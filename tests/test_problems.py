@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 import t2t_lite
-from problems import multi30k
+from t2t_lite.problems import multi30k
 from t2t_lite.bin import datagen
 from t2t_lite.decoding import DecodeSettings
 from t2t_lite.problem import ProblemError
