@@ -1,12 +1,17 @@
 from setuptools import find_packages, setup
 
+# The plug-in folders stay at the top of the repository (problems/, hparams/) but install
+# inside the t2t_lite namespace: site-packages gets no top-level `problems` or `hparams`
+# (names other projects use). `t2t_lite.hparams` is the HParams module, hence `hparams_sets`.
+PLUGINS = {"t2t_lite.problems": "problems", "t2t_lite.hparams_sets": "hparams"}
+
 setup(
     name="t2t-lite",
     version="0.1.0",
     description="The Transformer of 'Attention Is All You Need' in TensorFlow 2 / Keras 3",
     python_requires=">=3.10",
-    packages=find_packages(include=["t2t_lite", "t2t_lite.*", "problems", "problems.*",
-                                    "hparams", "hparams.*"]),
+    packages=find_packages(include=["t2t_lite", "t2t_lite.*"]) + list(PLUGINS),
+    package_dir=PLUGINS,
     # What the product (t2t_lite/, problems/, hparams/) imports, plus the run-time-only ones
     # marked below; tests/test_packaging.py checks this list against the imports.
     install_requires=[

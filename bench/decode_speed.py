@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
-from t2t_lite.decoding import translate_ids  # noqa: E402
+from t2t_lite.search import beams  # noqa: E402
 
 VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
 TARGET_SENTENCES_PER_SECOND = 2.15
@@ -58,9 +58,9 @@ def time_config(model, batch, cached, xla, rounds):
 
   @tf.function(jit_compile=xla)
   def decode(inputs):
-    return translate_ids(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA,
-                         extra_length=EXTRA_LENGTH, cached=cached, static_shapes=xla,
-                         min_length=max_length)
+    return beams(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA,
+                 extra_length=EXTRA_LENGTH, cached=cached, static_shapes=xla,
+                 min_length=max_length)
 
   start = time.perf_counter()
   ids, _ = decode(inputs)

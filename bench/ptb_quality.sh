@@ -55,7 +55,7 @@ start=$(date +%s)
 # PROBLEM_SETTINGS ("target_tags=punctuation,min_word_count=1"): class settings of WsjParsing
 # for this run (train has no flag for them); data_dir must then be a new one.
 "$PY" -c "import sys
-from problems.wsj_parsing import WsjParsing
+from t2t_lite.problems.wsj_parsing import WsjParsing
 for item in filter(None, sys.argv[1].split(',')):
   key, value = item.split('=')
   if key not in WsjParsing._SETTINGS:
@@ -84,7 +84,7 @@ print(min(5, len(state.all_model_checkpoint_paths)))" "$WORK/model" 2>/dev/null)
 import sys
 import t2t_lite
 from t2t_lite import parsing
-from problems.wsj_parsing import find_mrg_files, read_trees
+from t2t_lite.problems.wsj_parsing import find_mrg_files, read_trees
 work, test_dir = sys.argv[1:]
 problem = t2t_lite.get_problem("wsj_parsing")
 if test_dir:

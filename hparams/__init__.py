@@ -1,2 +1,3 @@
-"""Named hparams sets. Importing this package registers them all."""
-from hparams import transformer  # noqa: F401  (registers)
+"""Named hparams sets, installed as `t2t_lite.hparams_sets`. Importing this package registers
+them all."""
+from . import transformer  # noqa: F401  (registers)

@@ -29,7 +29,7 @@ def transformer_big_enfr():
 def transformer_parsing():
   """Section 6.3: 4 layers, d_model=1024, rest as base; beam 21, alpha 0.3, max = input+300."""
   return transformer_base().replace(
-      num_layers=4, d_model=1024, num_heads=16, beam_size=21, alpha=0.3, extra_decode_length=300,
+      num_layers=4, d_model=1024, num_heads=16, beam_size=21, alpha=0.3, extra_length=300,
       max_length=512)
 
 
@@ -40,7 +40,7 @@ def transformer_parsing_small():
   costs 5x the decoding time on a CPU), alpha 0.3 and input + 300 as the paper."""
   return transformer_base().replace(
       num_layers=3, d_model=256, d_ff=1024, num_heads=4, dropout=0.2, batch_size=4096,
-      warmup_steps=800, beam_size=4, alpha=0.3, extra_decode_length=300, max_length=256)
+      warmup_steps=800, beam_size=4, alpha=0.3, extra_length=300, max_length=256)
 
 
 @register_hparams()

@@ -6,6 +6,7 @@ seeded generator, a different seed per split, so every run prepares the same dat
 """
 import random
 
+from t2t_lite import metrics
 from t2t_lite.problem import Problem
 from t2t_lite.registry import register_problem
 from t2t_lite.tokenizer import WordTokenizer
@@ -17,7 +18,7 @@ class _Algorithmic(Problem):
   metric = "accuracy"
   beam_size = 1
   alpha = 0.0
-  extra_decode_length = 10
+  extra_length = 10
   num_symbols = 10  # Integers 0 .. num_symbols - 1.
   max_input_length = 20  # Sequences have 1 .. max_input_length integers.
   train_size = 20000
@@ -26,6 +27,10 @@ class _Algorithmic(Problem):
 
   def transform(self, numbers):
     raise NotImplementedError
+
+  def score(self, sources, hypotheses, references):
+    """{"accuracy": percent of outputs equal to their reference}."""
+    return {"accuracy": metrics.sequence_accuracy(hypotheses, references)}
 
   def default_raw_dir(self, data_dir):
     return None

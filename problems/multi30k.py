@@ -3,7 +3,8 @@
 Raw files are `<split>.<lang>.gz` (split = train, val, test_2016_flickr) in raw_dir, as in the
 public multi30k dataset repository's data/task1/raw/; missing files are downloaded from there.
 Splits: train -> train, dev -> val, test -> test_2016_flickr. Vocabulary: 8k shared BPE
-(SentencePiece; BPE also for EN-FR here, as it trains ~5x faster than unigram on 58k lines).
+(SentencePiece; BPE also for EN-FR here: on these 58k lines it trains several times faster
+than unigram; docs/benchmarks.md, "Design measurements").
 """
 import gzip
 import os

@@ -34,7 +34,7 @@ _ANY_WORD = 0  # Word class of a word that may take any non-punctuation tag.
 
 
 class TreeConstraint:
-  """The logits mask of the module doc; `initial_state` and `step` as translate_ids expects."""
+  """The logits mask of the module doc; `initial_state` and `step` as search.beams expects."""
 
   def __init__(self, vocab, tokenizer):
     """vocab: the "words" vocabulary dict (WsjParsing.read_vocab); tokenizer: its WordTokenizer."""

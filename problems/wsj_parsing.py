@@ -37,7 +37,7 @@ import re
 
 import tensorflow as tf
 
-from t2t_lite import parsing
+from t2t_lite import metrics, parsing
 from t2t_lite.problem import Problem, ProblemError
 from t2t_lite.registry import register_problem
 from t2t_lite.tokenizer import WordTokenizer
@@ -109,7 +109,7 @@ class WsjParsing(Problem):
   metric = "bracket_f1"
   beam_size = 21
   alpha = 0.3
-  extra_decode_length = 300
+  extra_length = 300
   vocab_type = "words"
   vocab_size = 50000  # Source words kept at most ("words"), or SentencePiece pieces.
   min_word_count = 2  # Rarer train words are UNK, so that the model learns UNK in training.
@@ -187,7 +187,7 @@ class WsjParsing(Problem):
     """The TreeConstraint of data_dir's (or model_dir's) vocabulary; None for SentencePiece."""
     if self.vocab_type != "words":
       return None
-    from problems.wsj_constraint import TreeConstraint  # TensorFlow ops; only for decoding.
+    from t2t_lite.problems.wsj_constraint import TreeConstraint  # TensorFlow ops; only for decoding.
     return TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
 
   # The parsing API (see t2t_lite/parsing.py).
@@ -206,10 +206,9 @@ class WsjParsing(Problem):
     """EVALB (COLLINS.prm) {"precision", "recall", "f1"} in percent over lists of trees."""
     return parsing.bracket_f1(gold_trees, predicted_trees)
 
-  def compute_metric(self, sources, targets, predictions):
-    """Bracket scores of decoded `predictions` (repaired into trees) against the `targets`."""
-    gold = [parsing.example_to_tree(s, t, repair_punctuation=False)
-            for s, t in zip(sources, targets, strict=True)]
-    predicted = [parsing.example_to_tree(s, p)
-                 for s, p in zip(sources, predictions, strict=True)]
-    return parsing.bracket_f1(gold, predicted)
+  def score(self, sources, hypotheses, references):
+    """EVALB's bracket scores ("bracket_precision", "bracket_recall", "bracket_f1", exact match,
+    sentences scored / skipped) of decoded linearized trees, repaired into trees over their
+    source words, against references (trees, or linearized trees)."""
+    f1 = self.bracket_f1(*metrics.parse_trees(self, sources, hypotheses, references))
+    return {"bracket_" + key: value for key, value in f1.items()}

@@ -11,10 +11,11 @@ from t2t_lite.registry import HPARAMS, PROBLEMS, RegistryError, register_hparams
 
 
 def _load_registries():
-  # The named sets and problems live in the top-level `hparams` and `problems` packages;
+  # The named sets and problems live in the repository's `hparams/` and `problems/` folders,
+  # installed as t2t_lite.hparams_sets and t2t_lite.problems (setup.py's package_dir);
   # importing them runs their register_* decorators.
-  import hparams  # noqa: F401
-  import problems  # noqa: F401
+  import t2t_lite.hparams_sets  # noqa: F401
+  import t2t_lite.problems  # noqa: F401
 
 
 def get_hparams(name, overrides=""):

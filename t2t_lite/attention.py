@@ -29,6 +29,40 @@ def cache_bias(index, cache_length):
   return tf.cast(tf.range(cache_length) > index, tf.float32)[None, None, None, :] * NEG_INF
 
 
+class Projection(keras.layers.Layer):
+  """The weights of one projection: `kernel` [..., out] and `bias`, created here and applied by
+  MultiHeadAttention's own matmuls (which batch several projections into one).
+
+  The first `input_axes` axes of the kernel meet the input, the others make the output.
+  Initialised as keras' EinsumDense was (Glorot uniform with fan_in / fan_out over those axes,
+  zero bias); the kernel's attribute is `_kernel`, as there, so checkpoints written with
+  EinsumDense sublayers restore into these."""
+
+  def __init__(self, kernel_shape, bias_shape, input_axes=1, **kwargs):
+    super().__init__(**kwargs)
+    self.kernel_shape, self.bias_shape = tuple(kernel_shape), tuple(bias_shape)
+    self.input_axes = input_axes
+    self.kernel_initializer = keras.initializers.GlorotUniform(
+        input_axes=list(range(input_axes)),
+        output_axes=list(range(input_axes, len(self.kernel_shape))))
+
+  def build(self, input_shape=None):
+    self._kernel = self.add_weight(name="kernel", shape=self.kernel_shape,
+                                   initializer=self.kernel_initializer)
+    self.bias = self.add_weight(name="bias", shape=self.bias_shape, initializer="zeros")
+    self.built = True
+
+  @property
+  def kernel(self):
+    return self._kernel
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(kernel_shape=self.kernel_shape, bias_shape=self.bias_shape,
+                  input_axes=self.input_axes)
+    return config
+
+
 class MultiHeadAttention(keras.layers.Layer):
   """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -46,29 +80,23 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def build(self, query_shape, memory_shape=None):
     heads, k, v = self.num_heads, self.key_depth, self.value_depth
-
-    def projection(name, depth):
-      return keras.layers.EinsumDense(
-          "btd,dhk->bthk", output_shape=(None, heads, depth), bias_axes="hk", name=name)
-
-    self.query_dense = projection("query", k)
-    self.key_dense = projection("key", k)
-    self.value_dense = projection("value", v)
-    self.output_dense = keras.layers.EinsumDense(
-        "bthv,hvd->btd", output_shape=(None, self.output_depth), bias_axes="d", name="output")
-    self.query_dense.build(query_shape)
-    self.key_dense.build(memory_shape or query_shape)
-    self.value_dense.build(memory_shape or query_shape)
-    self.output_dense.build([None, None, heads, v])
+    query_depth = query_shape[-1]
+    memory_depth = (memory_shape or query_shape)[-1]
+    self.query_dense = Projection([query_depth, heads, k], [heads, k], name="query")  # W^Q
+    self.key_dense = Projection([memory_depth, heads, k], [heads, k], name="key")  # W^K
+    self.value_dense = Projection([memory_depth, heads, v], [heads, v], name="value")  # W^V
+    self.output_dense = Projection([heads, v, self.output_depth], [self.output_depth],
+                                   input_axes=2, name="output")  # W^O
+    for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense):
+      layer.build()
     self.weight_dropout = Dropout(self.dropout)
 
   def _project(self, x, layers):
     """Applies one or more of the [D, H, *] projections to the same x [B, T, D] as ONE matmul
     -> a list of [B, T, H, *].
 
-    Same weights and result as calling each EinsumDense layer. One flat [B*T, D] x
-    [D, H*(K+K+V)] matmul keeps the CPU's matrix units busier than three narrow ones, and oneDNN
-    fuses its bias add (the concat is ~1% of the matmul).
+    One flat [B*T, D] x [D, H*(K+K+V)] matmul keeps the CPU's matrix units busier than three
+    narrow ones, and oneDNN fuses its bias add; the concat of the kernels is small next to it.
     """
     depth = x.shape[-1]
     kernel = tf.concat([tf.cast(layer.kernel, x.dtype) for layer in layers], axis=-1)
@@ -128,8 +156,8 @@ class MultiHeadAttention(keras.layers.Layer):
     q = q * tf.cast(self.key_depth ** -0.5, q.dtype)
     if cache is not None and not return_attention and query.shape[1] == 1:
       return self._one_query(q, k, v, bias), cache
-    # Heads first, then batched matmuls: without XLA 2x faster than einsum's (4 vs 7.5 ms forward
-    # and backward at [160, 26, 4, 64]); XLA compiles both forms alike.
+    # Heads first, then batched matmuls: without XLA, TensorFlow runs these faster than the
+    # equivalent einsum (see docs/benchmarks.md); XLA compiles both forms alike.
     q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))  # [B, H, T|S, K|V]
     logits = tf.matmul(q, k, transpose_b=True)  # [B, H, T, S]
     logits = tf.cast(logits, tf.float32)

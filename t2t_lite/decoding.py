@@ -1,122 +1,63 @@
-"""Translating with a trained Transformer: beam search over the model, model_dir loading, the API.
+"""Translating text with a trained Transformer: the decoding settings, `Translator`, the API.
 
   texts, scores = t2t_lite.translate(model_dir, ["A man rides a horse."], beam_size=4, alpha=0.6)
 
-`translate_ids` is the in-graph part (encode once, then beam search over `model.decode_step`
-with its key/value cache); `Translator` adds the vocabulary, batching by length and the
-problem's decoding defaults; `t2t_lite.model_dir.load` restores what the trainer wrote.
-
-Shapes: B sentences, S source length, K beam size, L longest output, V vocabulary.
+`DecodeSettings` holds beam size, alpha and extra length, resolved in one place with one rule:
+a value given by the caller (a flag), else hparams.json's, else the problem's (section 6.1).
+`Translator` adds the vocabulary and batching by length to the in-graph search of
+t2t_lite/search.py; `t2t_lite.model_dir.load` restores what the trainer wrote.
 """
 import dataclasses
 import logging
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite import beam_search as beam_search_lib
 from t2t_lite import model_dir as model_dir_lib
-from t2t_lite.tokenizer import EOS_ID, PAD_ID
+from t2t_lite import search
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.problem import ProblemError
+from t2t_lite.tokenizer import EOS_ID, PAD_ID
 
 logger = logging.getLogger(__name__)
+
 
 class DecodingError(T2TLiteError, ValueError):
   """A bad decoding setting (one-line message)."""
 
 
-def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, static_shapes):
-  """(step fn, cache) recomputing the whole decoder over the prefix at every step (no K/V cache).
+@dataclasses.dataclass(frozen=True)
+class DecodeSettings:
+  """How to search: beam size, length penalty alpha, max output = source length + extra_length."""
+  beam_size: int
+  alpha: float
+  extra_length: int
 
-  The reference for the cached decoder, and the "uncached" line of the speed benchmark. With
-  static_shapes (XLA) it runs over the fixed-size prefix buffer, otherwise over the growing one.
-  """
-  batch = tf.shape(encoder_output)[0]
-  cache = {"encoder_output": encoder_output, "inputs_mask": inputs_mask,
-           "targets": tf.zeros([batch, max_decode_length], tf.int32)}
+  def __post_init__(self):
+    if self.beam_size < 1:
+      raise DecodingError(f"beam_size must be >= 1, got {self.beam_size}")
+    if self.alpha < 0:
+      raise DecodingError(f"alpha must be >= 0, got {self.alpha}")
+    if self.extra_length < 1:
+      raise DecodingError(f"extra_length must be >= 1, got {self.extra_length}")
 
-  def step(ids, index, cache):
-    positions = tf.range(tf.shape(cache["targets"])[1])
-    targets = tf.where(positions == index - 1, ids[:, None], cache["targets"])  # [B*K, L]
-    prefix = targets if static_shapes else targets[:, :index + 1]
-    logits = model.decode(prefix, cache["encoder_output"], cache["inputs_mask"])  # [B*K, T, V]
-    return tf.gather(logits, index, axis=1), dict(cache, targets=targets)  # [B*K, V]
+  @classmethod
+  def resolve(cls, problem, hparams=None, *, beam_size=None, alpha=None, extra_length=None):
+    """Each setting: the argument (a flag) if not None, else hparams' if set, else the
+    problem's class default. The one place where these three sources meet."""
+    given = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length)
+    values = {}
+    for field in dataclasses.fields(cls):
+      for source in (given.get(field.name), getattr(hparams, field.name, None),
+                     getattr(problem, field.name)):
+        if source is not None:
+          values[field.name] = source
+          break
+    return cls(**values)
 
-  return step, cache
-
-
-def translate_ids(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-                  cached=True, static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None):
-  """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
-
-  Args:
-    inputs: source ids, 0-padded, each row ending in EOS (as `tokenizer.encode(add_eos=True)`).
-    extra_length: each sentence's output has at most (its source length + extra_length) tokens.
-    max_lengths: optional int [B] per-sentence limits instead (e.g. 1 for padding rows).
-    cached: use the model's incremental decoder (False: recompute the full prefix each step).
-    static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
-    min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
-    constraint: optional output constraint (e.g. a parser's grammar): an object with
-      `initial_state(inputs, max_lengths)` and `step(ids, index, state) -> (bias, state)`, the
-      logits_mask_fn of beam_search.beam_search.
-  Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
-  (log-probabilities renormalised without PAD), best first. With the learned position
-  encoding, outputs are also limited to hparams.max_length tokens.
-  """
-  inputs = tf.convert_to_tensor(inputs, tf.int32)
-  encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
-  batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
-  learned = model.hparams.position_encoding == "learned"  # no positions past max_length
-  if static_shapes:
-    if inputs.shape[1] is None:
-      raise DecodingError("static_shapes=True needs inputs with a static length")
-    max_decode_length = int(inputs.shape[1]) + extra_length
-    if learned:
-      max_decode_length = min(max_decode_length, model.hparams.max_length)
-  else:
-    max_decode_length = tf.shape(inputs)[1] + extra_length
-    if learned:
-      max_decode_length = tf.minimum(max_decode_length, model.hparams.max_length)
-  if max_lengths is None:
-    max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
-  if cached:
-    # The cache is never reordered between beams: each step reads through `rows` instead.
-    step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
-    cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
-  else:
-    step, cache = _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length,
-                                    static_shapes)
-
-  def step_without_pad(ids, index, cache, *rows):
-    logits, cache = step(ids, index, cache, *rows)  # [B*K, V]
-    pad = tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
-    return logits + pad, cache  # PAD is never an output token
-
-  mask_state = () if constraint is None else constraint.initial_state(inputs, max_lengths)
-  return beam_search_lib.beam_search(
-      step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
-      max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
-      reorder_cache=not cached, logits_mask_fn=constraint and constraint.step,
-      mask_state=mask_state)
-
-
-def sequence_scores(model, inputs, outputs, alpha):
-  """Length-penalised log P(outputs | inputs) under the model, as beam search scores them.
-
-  inputs int32 [B, S]; outputs int32 [B, T], each cut after its first EOS (0s after it).
-  Returns float32 [B]: sum of log-probs (PAD excluded from the softmax, as in translate_ids)
-  of the tokens up to and including EOS / lp(|Y|).
-  """
-  outputs = tf.convert_to_tensor(outputs, tf.int32)
-  logits = model({"inputs": inputs, "targets": outputs}, training=False)  # [B, T, V]
-  logits += tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
-  logprobs = tf.gather(tf.nn.log_softmax(logits), outputs, batch_dims=2)  # [B, T]
-  real = tf.cast(tf.not_equal(outputs, PAD_ID), tf.float32)
-  lengths = tf.reduce_sum(real, axis=1)
-  return tf.reduce_sum(logprobs * real, axis=1) / beam_search_lib.length_penalty(lengths, alpha)
-
-
-# ------------------------------------------------------------------------------ text in, text out
+  def as_kwargs(self):
+    return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -136,44 +77,47 @@ class Translator:
 
   def __init__(self, model, tokenizer, *, beam_size, alpha, extra_length, max_input_length=None,
                jit_compile=False, length_multiple=8, constraint=None):
-    if beam_size < 1:
-      raise DecodingError(f"beam_size must be >= 1, got {beam_size}")
-    if alpha < 0:
-      raise DecodingError(f"alpha must be >= 0, got {alpha}")
-    if extra_length < 1:
-      raise DecodingError(f"extra_length must be >= 1, got {extra_length}")
     self.model, self.tokenizer = model, tokenizer
-    self.beam_size, self.alpha, self.extra_length = beam_size, alpha, extra_length
+    self.settings = DecodeSettings(beam_size, alpha, extra_length)
     self.max_input_length = max_input_length or model.hparams.max_length
     self.jit_compile = jit_compile
     self.length_multiple = length_multiple
-    self.constraint = constraint
+    self.constraint = constraint  # e.g. a parser's grammar (search.beams)
+    self.loaded: Optional[model_dir_lib.LoadedModel] = None  # Set by from_model_dir.
     if jit_compile:  # XLA compiles per shape anyway: one trace per (batch, length) bucket.
-      self._decode = tf.function(self._decode_ids, jit_compile=True)
+      self._decode = tf.function(self._best, jit_compile=True)
     else:  # One trace for every shape.
-      self._decode = tf.function(self._decode_ids, input_signature=[
+      self._decode = tf.function(self._best, input_signature=[
           tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
                      extra_length=None, **kwargs):
-    """Settings left None come from hparams.json, else the problem (section 6.1 defaults)."""
+    """The model of model_dir; settings left None resolved by `DecodeSettings.resolve`."""
     loaded = model_dir_lib.load(model_dir, checkpoint_path)
-    settings = loaded.problem.decode_settings(loaded.hparams)
+    settings = DecodeSettings.resolve(loaded.problem, loaded.hparams, beam_size=beam_size,
+                                      alpha=alpha, extra_length=extra_length)
     kwargs.setdefault("constraint", problem_constraint(loaded.problem, model_dir))
-    translator = cls(
-        loaded.model, loaded.tokenizer,
-        beam_size=settings["beam_size"] if beam_size is None else beam_size,
-        alpha=settings["alpha"] if alpha is None else alpha,
-        extra_length=settings["extra_decode_length"] if extra_length is None else extra_length,
-        **kwargs)
+    translator = cls(loaded.model, loaded.tokenizer, **settings.as_kwargs(), **kwargs)
     translator.loaded = loaded
     return translator
 
-  def _decode_ids(self, inputs, max_lengths):
-    return translate_ids(self.model, inputs, beam_size=self.beam_size, alpha=self.alpha,
-                         extra_length=self.extra_length, max_lengths=max_lengths,
-                         static_shapes=self.jit_compile, constraint=self.constraint)
+  @property
+  def beam_size(self):
+    return self.settings.beam_size
+
+  @property
+  def alpha(self):
+    return self.settings.alpha
+
+  @property
+  def extra_length(self):
+    return self.settings.extra_length
+
+  def _best(self, inputs, max_lengths):
+    return search.best(self.model, inputs, max_lengths=max_lengths,
+                       static_shapes=self.jit_compile, constraint=self.constraint,
+                       **self.settings.as_kwargs())
 
   def encode(self, lines):
     """Source ids (EOS-terminated, cut to max_input_length) of each line; [] for empty lines."""
@@ -189,8 +133,8 @@ class Translator:
       ids.append(tokens)
     return Encoded(ids, truncated)
 
-  def translate_ids_batch(self, sources, batch_size=None):
-    """Decodes a list of EOS-terminated id lists at once -> (best ids list each, scores)."""
+  def _decode_batch(self, sources, batch_size=None):
+    """EOS-terminated id lists, decoded at once -> (best ids without EOS each, scores)."""
     length = max(len(s) for s in sources)
     if self.jit_compile:  # Few distinct shapes: few compilations.
       length = -(-length // self.length_multiple) * self.length_multiple
@@ -201,10 +145,10 @@ class Translator:
     for i, source in enumerate(sources):
       inputs[i, :] = 0
       inputs[i, :len(source)] = source
-      max_lengths[i] = len(source) + self.extra_length
+      max_lengths[i] = len(source) + self.settings.extra_length
     ids, scores = self._decode(tf.constant(inputs), tf.constant(max_lengths))
-    ids, scores = ids.numpy()[:len(sources), 0], scores.numpy()[:len(sources), 0]  # best beam
-    return [_until_eos(row) for row in ids], [float(s) for s in scores]
+    ids, scores = ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
+    return [[int(t) for t in row if t != PAD_ID] for row in ids], [float(s) for s in scores]
 
   def translate(self, lines, batch_size=32, progress=None):
     """Translates lines -> (texts, scores), in input order. Empty lines give "" (score 0).
@@ -213,17 +157,17 @@ class Translator:
     the slowest batch is found early). `progress(n)` is called after each batch with the number
     of lines done. Lines longer than max_input_length tokens are cut (see `encode`).
     """
-    encoded = self.encode(lines)
-    return self.translate_encoded(encoded, batch_size, progress)
+    return self.translate_encoded(self.encode(lines), batch_size, progress)
 
   def translate_encoded(self, encoded, batch_size=32, progress=None):
+    """`translate` of lines already encoded by `encode`."""
     texts, scores = [""] * len(encoded.ids), [0.0] * len(encoded.ids)
     order = sorted((i for i, ids in enumerate(encoded.ids) if ids),
                    key=lambda i: -len(encoded.ids[i]))
     for start in range(0, len(order), batch_size):
       chunk = order[start:start + batch_size]
       pad_to = batch_size if self.jit_compile else None  # one batch shape for XLA
-      outputs, chunk_scores = self.translate_ids_batch([encoded.ids[i] for i in chunk], pad_to)
+      outputs, chunk_scores = self._decode_batch([encoded.ids[i] for i in chunk], pad_to)
       for i, output, score in zip(chunk, outputs, chunk_scores):
         texts[i] = self.tokenizer.decode(output)
         scores[i] = score
@@ -239,17 +183,6 @@ def problem_constraint(problem, directory):
   return make(directory) if make is not None else None
 
 
-def _until_eos(row):
-  """Output ids up to (not including) the first EOS, without padding."""
-  out = []
-  for token in row:
-    if token == EOS_ID:
-      break
-    if token != PAD_ID:
-      out.append(int(token))
-  return out
-
-
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
               extra_length=None, batch_size=32):
   """Translates `sentences` with the model in model_dir -> (texts, scores), in order.
@@ -263,3 +196,30 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
                                          alpha=alpha, extra_length=extra_length)
   return translator.translate(list(sentences), batch_size=batch_size)
+
+
+def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=32):
+  """-> metric_fn(model): the problem's own metric (BLEU, bracket F1, accuracy) on the first
+  `num_examples` dev pairs, decoded with the run's settings (`DecodeSettings.resolve`); None
+  when num_examples is 0 or data_dir keeps no dev text. For `Trainer(metric_fn=...)`."""
+  if not num_examples:
+    return None
+  try:
+    pairs = problem.text_pairs("dev", data_dir)[:num_examples]
+  except ProblemError:
+    return None
+  sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+  settings = DecodeSettings.resolve(problem, hparams)
+  translators = {}
+
+  def metric_fn(model):
+    if id(model) not in translators:  # One compiled decoder per model, reused every eval.
+      translators[id(model)] = Translator(
+          model, problem.tokenizer(data_dir), **settings.as_kwargs(),
+          constraint=problem_constraint(problem, data_dir))
+    hypotheses, _ = translators[id(model)].translate(sources, batch_size)
+    scores = problem.score(sources, hypotheses, references)
+    return {f"dev_{name}": value for name, value in scores.items()
+            if isinstance(value, (int, float, str))}  # str: a BLEU's signature
+
+  return metric_fn

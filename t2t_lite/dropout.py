@@ -1,17 +1,22 @@
 """Dropout (Srivastava et al. 2014; section 5.4 of the paper) with a hash-based mask.
 
-Why not keras.layers.Dropout: its stateless RNG op costs about 1.4 s per 64 x 32 x 2048 mask
-under XLA on CPU (this module: 2 ms, 5 ms without XLA); TensorFlow's CPU kernels without XLA
-reject the fast Threefry algorithm; and under MultiWorkerMirroredStrategy (TF 2.21) it fails with
+Why not keras.layers.Dropout: under XLA on CPU its stateless RNG op is orders of magnitude
+slower than this module's integer hash (figures: docs/benchmarks.md, "Design measurements");
+TensorFlow's CPU kernels without XLA reject the fast Threefry algorithm; and under MultiWorkerMirroredStrategy (TF 2.21) it fails with
 "counter must be a vector with length at least 2". The mask here is a counter-based hash of
 (seed, element index) built from plain integer ops: the same mask with or without XLA, on every
 device and strategy.
 
 The seed comes from a keras.random.SeedGenerator, as for keras' Dropout: its state variable
-[layer seed, counter] is what the trainer sets before each micro-batch and saves in checkpoints.
+[layer seed, counter] (`Dropout.seed_state`, all of a model's: `seed_states`) is what the
+trainer sets before each micro-batch (`reseed`) and saves in checkpoints.
 """
 import keras
 import tensorflow as tf
+
+# Counter values reserved for one micro-batch: each call of a layer draws one seed, and no layer
+# is called this often in one forward pass (the embedding dropout, called twice, is the most).
+DRAWS_PER_PASS = 1024
 
 
 def _mix(x):
@@ -34,8 +39,8 @@ def keep_mask(shape, rate, seed):
   One hash per element, of (element index + key), the key a hash of the seed. Masks of two
   seeds are then windows of one 2^32-long sequence at random offsets: they share elements only
   when the keys are closer than the mask's size (a probability of size / 2^31, 5e-4 for
-  a 64 x 32 x 512 mask). The second full hash per element this replaced cost ~2% of a
-  multi30k training step on CPU (the 17 masks of a step, forward + backward: 85 -> 58 ms).
+  a 64 x 32 x 512 mask). The second full hash per element that this replaced
+  cost a visible share of a CPU training step (docs/benchmarks.md, "Design measurements").
   """
   index = _to_uint32(tf.reshape(tf.range(tf.reduce_prod(shape), dtype=tf.int32), shape))
   seed = _to_uint32(seed)
@@ -63,6 +68,10 @@ class Dropout(keras.layers.Layer):
     keep = keep_mask(tf.shape(x), self.rate, self.seed_generator.next())
     return tf.where(keep, x * tf.cast(1.0 / (1.0 - self.rate), x.dtype), tf.zeros_like(x))
 
+  def seed_state(self):
+    """The variable [layer seed, counter] that the next mask's seed is drawn from."""
+    return self.seed_generator.state
+
   def compute_output_shape(self, input_shape):
     return input_shape
 
@@ -70,3 +79,17 @@ class Dropout(keras.layers.Layer):
     config = super().get_config()
     config.update(rate=self.rate, seed=self.seed)
     return config
+
+
+def seed_states(model):
+  """The seed state variable of every `Dropout` inside `model` (any Keras layer)."""
+  # Keras 3 has no public recursive walk over sublayers; _flatten_layers is what it uses itself.
+  return [layer.seed_state() for layer in model._flatten_layers(include_self=True, recursive=True)
+          if isinstance(layer, Dropout)]
+
+
+def reseed(states, index):
+  """Points every seed state at micro-batch `index` (int64 scalar): masks then depend on the
+  index alone, not on what ran before (a resumed run, replicas, accumulated micro-batches)."""
+  for state in states:  # [layer seed, counter]
+    state.assign(tf.stack([state[0], tf.cast(index * DRAWS_PER_PASS, state.dtype)]))

@@ -31,7 +31,7 @@ import re
 import keras
 import tensorflow as tf
 
-from t2t_lite import decoding, files
+from t2t_lite import decoding, files, search
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
 from t2t_lite.errors import T2TLiteError
 
@@ -66,9 +66,9 @@ class TranslationModule(tf.Module):
     self.model = translator.model
     self.tokenizer = translator.tokenizer
     self.vocab_size = int(translator.model.vocab_size)
-    self.beam_size = int(translator.beam_size)
-    self.alpha = float(translator.alpha)
-    self.extra_length = int(translator.extra_length)
+    self.beam_size = int(translator.settings.beam_size)
+    self.alpha = float(translator.settings.alpha)
+    self.extra_length = int(translator.settings.extra_length)
     self.max_input_length = int(translator.max_input_length)
     self.jit_compile = bool(jit_compile)
     self._search = tf.function(self._beam_search, jit_compile=True) if jit_compile else (
@@ -101,14 +101,12 @@ class TranslationModule(tf.Module):
         tf.debugging.assert_less(inputs, self.vocab_size,
                                  message=f"input ids must be < vocab_size={self.vocab_size}")]
     with tf.control_dependencies(checks):
-      before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(inputs, EOS_ID), tf.int32), axis=1), 0)
-      tokens = tf.ragged.boolean_mask(inputs, before_eos & tf.not_equal(inputs, PAD_ID))
+      tokens = tf.ragged.boolean_mask(inputs, tf.not_equal(search.trim_at_eos(inputs), PAD_ID))
     return self._translate(tokens, tf.zeros([tf.shape(inputs)[0]], tf.bool))
 
   def _beam_search(self, inputs, max_lengths):
-    return decoding.translate_ids(
-        self.model, inputs, beam_size=self.beam_size, alpha=self.alpha,
-        extra_length=self.extra_length, max_lengths=max_lengths)
+    return search.best(self.model, inputs, beam_size=self.beam_size, alpha=self.alpha,
+                       extra_length=self.extra_length, max_lengths=max_lengths)
 
   def _translate(self, tokens, blank):
     """ragged int32 [B, (T)] source tokens without EOS, bool [B] inputs to leave untranslated
@@ -125,13 +123,10 @@ class TranslationModule(tf.Module):
     if self.jit_compile:  # Pad S to a multiple of 32: fewer shapes, fewer XLA compilations.
       length = tf.shape(inputs)[1]
       inputs = tf.pad(inputs, [[0, 0], [0, (-length) % 32]])
-    seqs, scores = self._search(inputs, max_lengths)  # [B, K, L], [B, K]
-    best = seqs[:, 0]  # [B, L]
-    best = tf.where(tf.equal(tf.cumsum(tf.cast(tf.equal(best, EOS_ID), tf.int32), axis=1), 0),
-                    best, PAD_ID)  # EOS and anything after it -> PAD
+    best, scores = self._search(inputs, max_lengths)  # [B, L] without EOS, [B]
     best = tf.where(empty[:, None], PAD_ID, best)
     length = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(best, PAD_ID), tf.int32), axis=1))
-    return {"outputs": best[:, :length], "scores": tf.where(empty, 0.0, scores[:, 0]),
+    return {"outputs": best[:, :length], "scores": tf.where(empty, 0.0, scores),
             "truncated": tf.logical_and(truncated, tf.logical_not(blank))}
 
 

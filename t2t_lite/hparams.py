@@ -1,4 +1,5 @@
-"""HParams: one frozen, typed dataclass; named sets live in the top-level `hparams/` package.
+"""HParams: one frozen, typed dataclass; named sets live in the repository's `hparams/` folder
+(installed as `t2t_lite.hparams_sets`).
 
 Overrides use tensor2tensor's syntax, `"num_layers=4,dropout=0.3"`, and are type-checked: an
 unknown name says "did you mean", a value of the wrong type names the field and the type wanted.
@@ -45,7 +46,7 @@ class HParams:
   # Decoding (section 6.1); None = the problem's default.
   beam_size: Optional[int] = None
   alpha: Optional[float] = None
-  extra_decode_length: Optional[int] = None
+  extra_length: Optional[int] = None  # max output = source length + extra_length.
 
   def __post_init__(self):
     """Every field with a meaningful range is checked here: when a set is built, overridden
@@ -86,6 +87,9 @@ class HParams:
       raise HParamsError(f"{source} is not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(values, dict):
       raise HParamsError(f"{source} holds a {type(values).__name__}, not an object of hparams")
+    for old, new in _RENAMED.items():  # hparams.json of runs from before a rename
+      if old in values and new not in values:
+        values[new] = values.pop(old)
     _check_names(values)
     for name, value in values.items():
       _check_type(name, value, source)
@@ -110,12 +114,12 @@ class HParams:
       raise HParamsError(f"{path}: {e}" if path not in str(e) else str(e)) from None
 
 
-# (name, check, what the check wants). None (beam_size, alpha, extra_decode_length: "the
+# (name, check, what the check wants). None (beam_size, alpha, extra_length: "the
 # problem's default") is always accepted; NaN fails every check, infinity the isfinite ones.
 _RANGES = (
     *((name, lambda x: x >= 1, ">= 1") for name in (
         "num_layers", "d_model", "d_ff", "num_heads", "max_length", "batch_size",
-        "beam_size", "extra_decode_length")),
+        "beam_size", "extra_length")),
     *((name, lambda x: x >= 0, ">= 0") for name in ("d_k", "d_v", "warmup_steps")),
     *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
@@ -128,6 +132,7 @@ _RANGES = (
 )
 
 _FIELDS = {f.name: f for f in dataclasses.fields(HParams)}
+_RENAMED = {"extra_decode_length": "extra_length"}  # old name in hparams.json -> field
 
 
 def _check_names(names):

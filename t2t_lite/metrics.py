@@ -95,23 +95,6 @@ def sequence_accuracy(hypotheses, references):
   return 100.0 * same / len(references)
 
 
-def score(problem, sources, hypotheses, references):
-  """The problem's metric(s) -> {name: value}: BLEU both ways, bracket F1, or accuracy.
-
-  For parsing problems, hypotheses are linearized trees; each is repaired into a tree over its
-  source words (problem.example_to_tree). References may be trees or linearized trees.
-  """
-  _check_lengths(hypotheses, references)
-  if problem.metric == "bleu":
-    return translation_scores(hypotheses, references, getattr(problem, "target_lang", "en"))
-  if problem.metric == "bracket_f1":
-    f1 = problem.bracket_f1(*parse_trees(problem, sources, hypotheses, references))
-    return {"bracket_" + key: value for key, value in f1.items()}
-  if problem.metric == "accuracy":
-    return {"accuracy": sequence_accuracy(hypotheses, references)}
-  raise MetricError(f"unknown metric {problem.metric!r} of problem {problem.name}")
-
-
 def parse_trees(problem, sources, hypotheses, references):
   """Parsing: (gold trees, predicted trees), one string each, as EVALB is to read them.
 
@@ -134,8 +117,8 @@ def _as_tree(problem, source, reference):
   from t2t_lite import parsing
   try:
     tree = parsing.parse_tree(reference)
-    if tree.words() == source.split():
-      return reference
-  except ValueError:
-    pass
+  except parsing.TreeError:  # Not a bracketed tree: a linearized one.
+    tree = None
+  if tree is not None and tree.words() == source.split():
+    return reference
   return problem.example_to_tree(source, reference, repair_punctuation=False)

@@ -45,7 +45,6 @@ Scoring (`bracket_f1`): EVALB with COLLINS.prm, as t2t_lite/evalb.py implements 
   Repaired outputs keep punctuation words under punctuation tags (PUNCTUATION_TAGS), so that
   evalb scores them.
 """
-import collections
 import functools
 import re
 

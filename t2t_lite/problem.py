@@ -19,7 +19,8 @@ Public API:
   problem.tokenizer(data_dir) -> encode(str) / decode(ids) / tokenize / detokenize (in-graph).
       Inputs are fed to the model as `tokenize(text, add_eos=True)`, exactly as cached here.
   problem.text_pairs(split, data_dir) -> [(source, target)]   (dev / test only)
-  problem.metric  "bleu" | "bracket_f1" | "accuracy";  problem.decode_settings(hparams)
+  problem.score(sources, hypotheses, references) -> {name: value}   the problem's metric(s)
+  problem.metric  "bleu" | "bracket_f1" | "accuracy" (what `score` reports, by name)
 
 A subclass sets `name`, the class settings below, and implements `raw_pairs(split, raw_dir)`,
 yielding (source, target) text pairs in a stable order (one per line of the raw files, so
@@ -39,7 +40,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import files, inputs, tokenizer
+from t2t_lite import files, inputs, metrics, tokenizer
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.progress import Progress
 
@@ -67,10 +68,11 @@ class Problem:
   `Multi30kEnDe(vocab_size=1000, vocab_sample_size=5000)`."""
   name = None  # The registered name, used in messages and the manifest.
   metric = "bleu"
-  # Decoding (section 6.1): beam size, length penalty alpha, max output = input + extra.
+  # Decoding defaults (section 6.1): beam size, length penalty alpha, max output = input +
+  # extra_length. hparams and flags override them: decoding.DecodeSettings.resolve.
   beam_size = 4
   alpha = 0.6
-  extra_decode_length = 50
+  extra_length = 50
   # Vocabulary: SentencePiece "bpe" or "unigram"; trained on source and target sides of the
   # first `vocab_sample_size` training pairs (None = all of them).
   vocab_type = "bpe"
@@ -291,13 +293,11 @@ class Problem:
     with tf.io.gfile.GFile(path) as f:
       return [tuple(json.loads(line)) for line in f]
 
-  def decode_settings(self, hparams=None):
-    """{"beam_size", "alpha", "extra_decode_length"}: hparams' values when set, else ours."""
-    settings = {}
-    for key in ("beam_size", "alpha", "extra_decode_length"):
-      value = getattr(hparams, key, None) if hparams is not None else None
-      settings[key] = getattr(self, key) if value is None else value
-    return settings
+  def score(self, sources, hypotheses, references):
+    """Corpus scores of decoded `hypotheses` against `references` -> {name: value}. Here,
+    for translation: BLEU both ways, each labelled with how it was computed (the target
+    language picks Moses' rules; t2t_lite/metrics.py); other tasks override it."""
+    return metrics.translation_scores(hypotheses, references, self.target_lang or "en")
 
   def damaged_data_error(self, data_dir, error):
     """A ProblemError naming the first TFRecord file of data_dir that does not read through

@@ -42,7 +42,7 @@ def assert_one_line(err, prog, *parts):
     ("beam_size=0", "beam_size must be >= 1, got 0"),
     ("alpha=-0.5", "alpha must be a finite number >= 0, got -0.5"),
     ("alpha=nan", "alpha must be a finite number >= 0, got nan"),
-    ("extra_decode_length=0", "extra_decode_length must be >= 1, got 0"),
+    ("extra_length=0", "extra_length must be >= 1, got 0"),
     ("dropout=1", "dropout must be in [0, 1), got 1.0"),
     ("label_smoothing=-0.1", "label_smoothing must be in [0, 1), got -0.1"),
     ("warmup_steps=-5", "warmup_steps must be >= 0, got -5"),

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import checkpoints, decoding, metrics, parsing
+from t2t_lite import checkpoints, decoding, search
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
@@ -76,7 +76,7 @@ def decode_fn():
   def decode(model, inputs, **settings):
     key = (id(model), tuple(sorted(settings.items())))
     if key not in cache:
-      cache[key] = tf.function(lambda x: decoding.translate_ids(model, x, **settings))
+      cache[key] = tf.function(lambda x: search.beams(model, x, **settings))
     ids, scores = cache[key](inputs)
     return ids.numpy(), scores.numpy()
 
@@ -92,16 +92,16 @@ def test_cached_equals_uncached_full_recomputation(decode_fn):
   np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-5, atol=1e-5)
   # The scores are what the model says of the outputs (teacher-forced, full pass).
   for k in range(4):
-    rescored = decoding.sequence_scores(model, inputs, cut_after_eos(cached_ids[:, k]), 0.6)
+    rescored = search.sequence_scores(model, inputs, cut_after_eos(cached_ids[:, k]), 0.6)
     np.testing.assert_allclose(cached_scores[:, k], rescored.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_xla_cached_equals_eager():
   model, inputs = random_model(2), random_inputs(3, seed=4)
   settings = dict(beam_size=3, alpha=0.6, extra_length=5)
-  eager_ids, eager_scores = decoding.translate_ids(model, inputs, **settings)
-  compiled = tf.function(lambda x: decoding.translate_ids(model, x, static_shapes=True,
-                                                          **settings), jit_compile=True)
+  eager_ids, eager_scores = search.beams(model, inputs, **settings)
+  compiled = tf.function(lambda x: search.beams(model, x, static_shapes=True, **settings),
+                         jit_compile=True)
   xla_ids, xla_scores = compiled(inputs)
   np.testing.assert_array_equal(xla_ids.numpy(), eager_ids.numpy())
   np.testing.assert_allclose(xla_scores.numpy(), eager_scores.numpy(), rtol=1e-4, atol=1e-4)
@@ -118,8 +118,8 @@ def test_beam_four_scores_at_least_as_high_as_greedy(decode_fn, seed):
   model, inputs = random_model(seed), random_inputs(16, seed=seed)
   greedy, _ = decode_fn(model, inputs, beam_size=1, alpha=0.6, extra_length=10)
   beam, beam_scores = decode_fn(model, inputs, beam_size=4, alpha=0.6, extra_length=10)
-  greedy_scores = decoding.sequence_scores(model, inputs, cut_after_eos(greedy[:, 0]), 0.6)
-  rescored = decoding.sequence_scores(model, inputs, cut_after_eos(beam[:, 0]), 0.6).numpy()
+  greedy_scores = search.sequence_scores(model, inputs, cut_after_eos(greedy[:, 0]), 0.6)
+  rescored = search.sequence_scores(model, inputs, cut_after_eos(beam[:, 0]), 0.6).numpy()
   greedy_scores = greedy_scores.numpy()
   np.testing.assert_allclose(rescored, beam_scores[:, 0], atol=1e-4)
   assert rescored.mean() > greedy_scores.mean() + 0.1
@@ -267,16 +267,11 @@ def test_attention_pictures(model_dir, tmp_path):
 
 
 def test_bracket_f1_for_parsing_problems():
-  class Parsing:
-    metric = "bracket_f1"
-    example_to_tree = staticmethod(parsing.example_to_tree)
-    bracket_f1 = staticmethod(parsing.bracket_f1)
-
   sources = ["Ms. Haag plays ."]
   gold = "(S (NP (NNP Ms.) (NNP Haag)) (VP (VBZ plays)) (. .))"
   # Missing the NP bracket: 2 of 2 predicted brackets match, 2 of 3 gold ones are found.
   predicted = "(S NNP NNP (VP VBZ )VP . )S"
-  result = metrics.score(Parsing(), sources, [predicted], [gold])
+  result = t2t_lite.get_problem("wsj_parsing").score(sources, [predicted], [gold])
   assert result["bracket_precision"] == pytest.approx(100.0)
   assert result["bracket_recall"] == pytest.approx(200 / 3)
   assert result["bracket_f1"] == pytest.approx(80.0)

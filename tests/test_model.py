@@ -1,4 +1,5 @@
 """The paper's Transformer: parameter counts, no information leak, encodings, training math."""
+import json
 import math
 
 import keras
@@ -53,7 +54,7 @@ def test_table3_rows_change_only_what_the_row_says():
   assert t2t_lite.get_hparams("transformer_big_enfr").dropout == 0.1
   parsing = t2t_lite.get_hparams("transformer_parsing")
   assert (parsing.num_layers, parsing.d_model, parsing.beam_size, parsing.alpha,
-          parsing.extra_decode_length) == (4, 1024, 21, 0.3, 300)
+          parsing.extra_length) == (4, 1024, 21, 0.3, 300)
 
 
 def test_logits_shape_and_dtype():
@@ -255,3 +256,33 @@ def test_overrides_are_typed_and_hparams_round_trip_json(tmp_path):
   path = str(tmp_path / "hparams.json")
   hparams.save(path)
   assert t2t_lite.HParams.load(path) == hparams
+
+
+def test_hparams_json_of_older_runs_loads_the_renamed_field():
+  values = json.loads(t2t_lite.get_hparams("transformer_parsing").to_json())
+  values["extra_decode_length"] = values.pop("extra_length")  # as runs before the rename wrote
+  assert t2t_lite.HParams.from_json(json.dumps(values)) == t2t_lite.get_hparams(
+      "transformer_parsing")
+
+
+def test_every_attention_weight_is_used():
+  """MultiHeadAttention holds only weights that its matmuls read (no sublayer it never calls):
+  W^Q, W^K, W^V, W^O and their biases all get gradients, and they are the only weights."""
+  from t2t_lite.attention import MultiHeadAttention
+  keras.utils.set_random_seed(1)
+  layer = MultiHeadAttention(num_heads=2, key_depth=4, value_depth=3, output_depth=8)
+  layer.build([None, None, 8])
+  sublayers = [type(sub).__name__ for sub in layer._flatten_layers(include_self=False)]
+  assert sorted(sublayers) == ["Dropout"] + ["Projection"] * 4
+  assert {tuple(w.shape) for w in layer.query_dense.weights} == {(8, 2, 4), (2, 4)}
+  x = tf.random.stateless_normal([2, 5, 8], [1, 2])
+  with tf.GradientTape() as tape:
+    output, _ = layer(x)
+  grads = tape.gradient(output, layer.trainable_weights)
+  assert len(grads) == 8 and all(g is not None for g in grads)
+  # The weights are the ones used: zeroing W^V zeroes the attention's output before W^O.
+  layer.value_dense.kernel.assign(tf.zeros([8, 2, 3]))
+  layer.value_dense.bias.assign(tf.zeros([2, 3]))
+  output, _ = layer(x)
+  np.testing.assert_allclose(output.numpy(), np.broadcast_to(layer.output_dense.bias.numpy(),
+                                                             output.shape), atol=1e-6)

@@ -292,7 +292,9 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   problem = t2t_lite.get_problem("wsj_parsing")
   assert (problem.metric, problem.vocab_type, problem.target_tags) == (
       "bracket_f1", "words", "all")
-  assert problem.decode_settings() == {"beam_size": 21, "alpha": 0.3, "extra_decode_length": 300}
+  from t2t_lite.decoding import DecodeSettings
+  assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3,
+                                                           extra_length=300)
   assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
   assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
       "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
@@ -300,7 +302,7 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
 
 
 def test_standard_wsj_split_by_section():
-  from problems.wsj_parsing import split_files
+  from t2t_lite.problems.wsj_parsing import split_files
   paths = [f"/tb/{s:02d}/wsj_{s:02d}{i:02d}.mrg" for s in range(25) for i in (0, 1)]
   splits = split_files(paths)
   assert splits["dev"] == ["/tb/22/wsj_2200.mrg", "/tb/22/wsj_2201.mrg"]
@@ -310,7 +312,7 @@ def test_standard_wsj_split_by_section():
 
 
 def test_fallback_split_is_80_10_10_by_file(ptb_dir):
-  from problems.wsj_parsing import find_mrg_files, split_files
+  from t2t_lite.problems.wsj_parsing import find_mrg_files, split_files
   splits = split_files(find_mrg_files(str(ptb_dir)))
   names = {split: [path.rsplit("/", 1)[1] for path in paths] for split, paths in splits.items()}
   assert [len(names[s]) for s in ("train", "dev", "test")] == [144, 18, 17]
@@ -320,7 +322,7 @@ def test_fallback_split_is_80_10_10_by_file(ptb_dir):
 
 
 def test_missing_or_malformed_raw_data_is_reported(tmp_path):
-  from problems.wsj_parsing import WsjParsing
+  from t2t_lite.problems.wsj_parsing import WsjParsing
   from t2t_lite.problem import ProblemError
   problem = WsjParsing(vocab_size=300)
   with pytest.raises(ProblemError, match=r"raw_dir .*nowhere does not exist; the WSJ Penn Tree"):
@@ -353,7 +355,7 @@ def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
   assert f"{test} has 1 trees but {gold} has 2: tree 2 of {gold} has no partner" in result.stderr
   (tmp_path / "bad.mrg").write_text(f"( {GOLD} )\n( {GOLD}\n")
   result = run(tmp_path / "bad.mrg", test)
-  assert result.returncode == 2 and f"bad.mrg:2: unbalanced tree" in result.stderr
+  assert result.returncode == 2 and "bad.mrg:2: unbalanced tree" in result.stderr
   (tmp_path / "empty.mrg").write_text("")
   assert "empty.mrg:1: the file holds no trees" in run(tmp_path / "empty.mrg", test).stderr
   test.write_text(f"( {GOLD} )\n\n")  # an empty prediction line: skipped and counted
@@ -366,7 +368,7 @@ def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
 @pytest.fixture(scope="module")
 def wsj_data(ptb_dir, tmp_path_factory):
   """(problem, data_dir) of wsj_parsing with its default settings, prepared once."""
-  from problems.wsj_parsing import WsjParsing
+  from t2t_lite.problems.wsj_parsing import WsjParsing
   problem = WsjParsing()
   data_dir = str(tmp_path_factory.mktemp("wsj_parsing"))
   return problem, data_dir, problem.prepare(data_dir, str(ptb_dir))
@@ -457,10 +459,10 @@ def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_p
   import sys
   import tensorflow as tf
   import t2t_lite
-  from t2t_lite.trainer import write_run_files
+  from t2t_lite.model_dir import write_run_files
   problem, data_dir, _ = wsj_data
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(
-      max_length=256, beam_size=2, extra_decode_length=60)
+      max_length=256, beam_size=2, extra_length=60)
   model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
   model_dir = str(tmp_path / "model")
   write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)

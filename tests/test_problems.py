@@ -9,8 +9,9 @@ import urllib.request
 import pytest
 
 import t2t_lite
-from problems import multi30k
+from t2t_lite.problems import multi30k
 from t2t_lite.bin import datagen
+from t2t_lite.decoding import DecodeSettings
 from t2t_lite.problem import ProblemError
 from t2t_lite.tokenizer import normalize
 
@@ -45,12 +46,15 @@ def test_metrics_and_paper_decode_settings():
   assert t2t_lite.get_problem("wmt_ende").metric == "bleu"
   assert t2t_lite.get_problem("algorithmic_reverse").metric == "accuracy"
   wmt = t2t_lite.get_problem("wmt_enfr")
-  assert wmt.decode_settings() == {"beam_size": 4, "alpha": 0.6, "extra_decode_length": 50}
+  assert DecodeSettings.resolve(wmt) == DecodeSettings(beam_size=4, alpha=0.6, extra_length=50)
   parsing_hparams = t2t_lite.get_hparams("transformer_parsing")
-  assert wmt.decode_settings(parsing_hparams) == {
-      "beam_size": 21, "alpha": 0.3, "extra_decode_length": 300}
-  assert wmt.decode_settings(t2t_lite.get_hparams("transformer_base", "beam_size=2")) == {
-      "beam_size": 2, "alpha": 0.6, "extra_decode_length": 50}
+  assert DecodeSettings.resolve(wmt, parsing_hparams) == DecodeSettings(
+      beam_size=21, alpha=0.3, extra_length=300)
+  assert DecodeSettings.resolve(wmt, t2t_lite.get_hparams("transformer_base", "beam_size=2")) == (
+      DecodeSettings(beam_size=2, alpha=0.6, extra_length=50))
+  # A flag wins over hparams.json, which wins over the problem.
+  assert DecodeSettings.resolve(wmt, parsing_hparams, alpha=1.0) == DecodeSettings(
+      beam_size=21, alpha=1.0, extra_length=300)
 
 
 def test_vocabulary_settings_match_the_paper():

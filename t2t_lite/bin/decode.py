@@ -145,8 +145,8 @@ def main(argv=None):
           f"{loaded.problem.name}", file=sys.stderr)
     return 2
   logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
-              len(lines), loaded.checkpoint, translator.beam_size, translator.alpha,
-              translator.extra_length)
+              len(lines), loaded.checkpoint, translator.settings.beam_size,
+              translator.settings.alpha, translator.settings.extra_length)
   encoded = translator.encode(lines)
   for i in encoded.truncated:
     logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
@@ -156,7 +156,7 @@ def main(argv=None):
     texts, _ = translator.translate_encoded(encoded, args.batch_size, progress=bar.update)
   write_lines(args.output_file, texts)
   if references is not None:
-    scores = metrics.score(loaded.problem, lines, texts, references)
+    scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:
       write_lines(args.evalb_report,

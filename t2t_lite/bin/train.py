@@ -117,8 +117,8 @@ def main(argv=None):
   import tensorflow as tf
 
   import t2t_lite
+  from t2t_lite import decoding, trainer
   from t2t_lite import model_dir as model_dir_lib
-  from t2t_lite import trainer
   from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
 
@@ -149,8 +149,8 @@ def main(argv=None):
     vocab_size = problem.tokenizer(args.data_dir).vocab_size
     run_info = {"problem": args.problem, "hparams_set": args.hparams,
                 "hparams_overrides": args.hparams_overrides}
-    metric_fn = trainer.problem_metric_fn(problem, args.data_dir, hparams,
-                                          args.eval_decode_examples)
+    metric_fn = decoding.problem_metric_fn(problem, args.data_dir, hparams,
+                                           args.eval_decode_examples)
     result = trainer.Trainer(problem, hparams, args.data_dir, config, vocab_size, run_info,
                              metric_fn, log=lambda line: print(line, flush=True)).train()
   except T2TLiteError as e:

@@ -1,0 +1,114 @@
+"""Beam search over a Transformer, in the graph: encode once, then search over
+`model.decode_step` with its key/value cache. Everything here is TensorFlow ops (tf.function and
+XLA friendly); text, batching and settings are `t2t_lite/decoding.py`'s.
+
+Shapes: B sentences, S source length, K beam size, L longest output, V vocabulary.
+"""
+import tensorflow as tf
+
+from t2t_lite import beam_search as beam_search_lib
+from t2t_lite.tokenizer import EOS_ID, PAD_ID
+
+
+def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, static_shapes):
+  """(step fn, cache) recomputing the whole decoder over the prefix at every step (no K/V cache).
+
+  The reference for the cached decoder, and the "uncached" line of the speed benchmark. With
+  static_shapes (XLA) it runs over the fixed-size prefix buffer, otherwise over the growing one.
+  """
+  batch = tf.shape(encoder_output)[0]
+  cache = {"encoder_output": encoder_output, "inputs_mask": inputs_mask,
+           "targets": tf.zeros([batch, max_decode_length], tf.int32)}
+
+  def step(ids, index, cache):
+    positions = tf.range(tf.shape(cache["targets"])[1])
+    targets = tf.where(positions == index - 1, ids[:, None], cache["targets"])  # [B*K, L]
+    prefix = targets if static_shapes else targets[:, :index + 1]
+    logits = model.decode(prefix, cache["encoder_output"], cache["inputs_mask"])  # [B*K, T, V]
+    return tf.gather(logits, index, axis=1), dict(cache, targets=targets)  # [B*K, V]
+
+  return step, cache
+
+
+def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, cached=True,
+          static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None):
+  """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
+
+  Args:
+    inputs: source ids, 0-padded, each row ending in EOS (as `tokenizer.encode(add_eos=True)`).
+    extra_length: each sentence's output has at most (its source length + extra_length) tokens.
+    max_lengths: optional int [B] per-sentence limits instead (e.g. 1 for padding rows).
+    cached: use the model's incremental decoder (False: recompute the full prefix each step).
+    static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
+    min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
+    constraint: optional output constraint (e.g. a parser's grammar): an object with
+      `initial_state(inputs, max_lengths)` and `step(ids, index, state) -> (bias, state)`, the
+      logits_mask_fn of beam_search.beam_search.
+  Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
+  (log-probabilities renormalised without PAD), best first. With the learned position
+  encoding, outputs are also limited to hparams.max_length tokens.
+  """
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
+  encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
+  batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
+  learned = model.hparams.position_encoding == "learned"  # no positions past max_length
+  if static_shapes:
+    if inputs.shape[1] is None:
+      raise ValueError("static_shapes=True needs inputs with a static length")
+    max_decode_length = int(inputs.shape[1]) + extra_length
+    if learned:
+      max_decode_length = min(max_decode_length, model.hparams.max_length)
+  else:
+    max_decode_length = tf.shape(inputs)[1] + extra_length
+    if learned:
+      max_decode_length = tf.minimum(max_decode_length, model.hparams.max_length)
+  if max_lengths is None:
+    max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
+  if cached:
+    # The cache is never reordered between beams: each step reads through `rows` instead.
+    step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
+    cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
+  else:
+    step, cache = _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length,
+                                    static_shapes)
+
+  def step_without_pad(ids, index, cache, *rows):
+    logits, cache = step(ids, index, cache, *rows)  # [B*K, V]
+    pad = tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
+    return logits + pad, cache  # PAD is never an output token
+
+  mask_state = () if constraint is None else constraint.initial_state(inputs, max_lengths)
+  return beam_search_lib.beam_search(
+      step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
+      max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
+      reorder_cache=not cached, logits_mask_fn=constraint and constraint.step,
+      mask_state=mask_state)
+
+
+def sequence_scores(model, inputs, outputs, alpha):
+  """Length-penalised log P(outputs | inputs) under the model, as beam search scores them.
+
+  inputs int32 [B, S]; outputs int32 [B, T], each cut after its first EOS (0s after it).
+  Returns float32 [B]: sum of log-probs (PAD excluded from the softmax, as in `beams`)
+  of the tokens up to and including EOS / lp(|Y|).
+  """
+  outputs = tf.convert_to_tensor(outputs, tf.int32)
+  logits = model({"inputs": inputs, "targets": outputs}, training=False)  # [B, T, V]
+  logits += tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search_lib.NEG_INF)
+  logprobs = tf.gather(tf.nn.log_softmax(logits), outputs, batch_dims=2)  # [B, T]
+  real = tf.cast(tf.not_equal(outputs, PAD_ID), tf.float32)
+  lengths = tf.reduce_sum(real, axis=1)
+  return tf.reduce_sum(logprobs * real, axis=1) / beam_search_lib.length_penalty(lengths, alpha)
+
+
+def trim_at_eos(ids):
+  """int32 [B, L] -> [B, L]: EOS and every token after it replaced by PAD (0)."""
+  before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+  return tf.where(before_eos, ids, PAD_ID)
+
+
+def best(model, inputs, **settings):
+  """The best beam of `beams(model, inputs, **settings)` -> (ids int32 [B, L] without EOS,
+  0-padded; scores float32 [B])."""
+  ids, scores = beams(model, inputs, **settings)  # [B, K, L], [B, K]
+  return trim_at_eos(ids[:, 0]), scores[:, 0]

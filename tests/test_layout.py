@@ -1,0 +1,80 @@
+"""Contracts of the repository's layout that no unit test of a module would catch."""
+import ast
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import t2t_lite
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _calls(tree):
+  """Dotted names of every call in `tree`: "tf.GradientTape", "optimizer.apply", ..."""
+  names = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Call):
+      parts, func = [], node.func
+      while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+      if isinstance(func, ast.Name):
+        parts.append(func.id)
+      names.append(".".join(reversed(parts)))
+  return names
+
+
+def test_train_benchmark_times_the_trainers_own_step():
+  tree = ast.parse((ROOT / "bench" / "train_throughput.py").read_text())
+  imported = {(node.module, alias.name) for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) for alias in node.names}
+  assert ("t2t_lite.train_step", "make_train_step") in imported
+  defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+  assert "make_train_step" not in defined
+  calls = _calls(tree)
+  assert "make_train_step" in calls
+  # No step of its own: no gradients taken and no optimizer update outside the library's step.
+  for name in calls:
+    last = name.rsplit(".", 1)[-1]
+    assert last not in ("GradientTape", "gradient", "apply_gradients", "apply"), name
+
+
+_INSTALLED_CHECK = """
+import importlib.util, json, sys
+import t2t_lite
+found = {name: importlib.util.find_spec(name) is not None for name in ("problems", "hparams")}
+problems, hparams = t2t_lite.list_problems(), t2t_lite.list_hparams()
+for name in problems:
+  t2t_lite.get_problem(name)
+for name in hparams:
+  t2t_lite.get_hparams(name)
+print(json.dumps({"top_level": found, "problems": problems, "hparams": hparams,
+                  "package": t2t_lite.__file__}))
+"""
+
+
+def test_installed_package_keeps_plugins_inside_its_namespace(tmp_path):
+  """pip-installed (a wheel, as from PyPI), nothing named `problems` or `hparams` lands in
+  site-packages, and every registered problem and hparams set is still found."""
+  source, site = tmp_path / "source", tmp_path / "site"
+  source.mkdir()
+  shutil.copy(ROOT / "setup.py", source / "setup.py")
+  for folder in ("t2t_lite", "problems", "hparams"):
+    shutil.copytree(ROOT / folder, source / folder,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+  subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                  "--no-build-isolation", "--target", str(site), str(source)],
+                 check=True, cwd=tmp_path, capture_output=True)
+  packages = {p.name for p in site.iterdir() if (p / "__init__.py").exists()}
+  assert packages == {"t2t_lite"}  # (site also holds the dist-info and the console scripts)
+  env = dict(os.environ, PYTHONPATH=str(site), TF_CPP_MIN_LOG_LEVEL="3")
+  run = subprocess.run([sys.executable, "-c", _INSTALLED_CHECK], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, check=True)
+  result = json.loads(run.stdout.splitlines()[-1])
+  assert result["package"].startswith(str(site))
+  assert result["top_level"] == {"problems": False, "hparams": False}
+  assert result["problems"] == t2t_lite.list_problems()
+  assert result["hparams"] == t2t_lite.list_hparams()
