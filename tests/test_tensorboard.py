@@ -15,7 +15,7 @@ from tensorboard import context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
 
 import t2t_lite
-from t2t_lite import trainer
+from t2t_lite import decoding, trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
 TRAIN_TAGS = {"loss", "learning_rate", "tokens_per_second", "gradient_norm"}
@@ -34,7 +34,7 @@ def model_dir(tmp_path_factory):
                                log_every=2, xla=False, seed=3)
   trainer.train(problem, hparams, data_dir, config, problem.tokenizer(data_dir).vocab_size,
                 {"problem": problem.name}, log=lambda line: None,
-                metric_fn=trainer.problem_metric_fn(problem, data_dir, hparams, 4))
+                metric_fn=decoding.problem_metric_fn(problem, data_dir, hparams, 4))
   return model_dir
 
 
