@@ -30,7 +30,6 @@ from t2t_lite.errors import RunFailure, T2TLiteError
 from t2t_lite.progress import hms as _hms
 from t2t_lite.transformer import build_model
 
-STRATEGIES = distribute.STRATEGIES
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -59,9 +58,9 @@ class TrainConfig:
   train_minutes: Optional[float] = None  # Also stop (and save) after this wall-clock time.
 
   def __post_init__(self):
-    if self.strategy not in STRATEGIES:
+    if self.strategy not in distribute.STRATEGIES:
       raise TrainerError(f"unknown strategy {self.strategy!r}; expected one of "
-                         f"{', '.join(STRATEGIES)}")
+                         f"{', '.join(distribute.STRATEGIES)}")
     if self.mixed_precision not in PRECISIONS:
       raise TrainerError(f"unknown mixed_precision {self.mixed_precision!r}; expected one of "
                          f"{', '.join(PRECISIONS)}")
@@ -112,10 +111,9 @@ class Trainer:
                metric_fn=None, log=print, strategy=None):
     self.problem, self.hparams, self.data_dir, self.config = problem, hparams, data_dir, config
     self.metric_fn, self.log = metric_fn, log
+    self.strategy_name = type(strategy).__name__
     if strategy is None:
       strategy, self.strategy_name = distribute.make_strategy(config.strategy, config.tpu)
-    else:
-      self.strategy_name = type(strategy).__name__
     self.strategy = strategy
     self.is_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
     self.is_chief = distribute.is_chief(strategy)
