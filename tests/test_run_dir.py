@@ -166,18 +166,20 @@ def test_stale_temp_dirs_are_removed_at_start(four_checkpoints, reverse_dir):
 
 
 # ------------------------------------------------------------------------------ resume checks
-@pytest.mark.parametrize("flag, message", [
-    ("--seed=6", "was trained with seed=5, not 6: exact resume needs the same seed"),
-    ("--grad_accum_steps=2", "was trained with grad_accum_steps=1, not 2"),
-    ("--mixed_precision=bf16", "was trained with mixed_precision='none', not 'bf16'"),
+@pytest.mark.parametrize("flag, key, saved, asked", [
+    ("--seed=6", "seed", "5", "6"),
+    ("--grad_accum_steps=2", "grad_accum_steps", "1", "2"),
+    ("--mixed_precision=bf16", "mixed_precision", "'none'", "'bf16'"),
 ])
 def test_resume_with_another_setting_is_refused_and_model_dir_kept(four_checkpoints, reverse_dir,
-                                                                   flag, message):
+                                                                   flag, key, saved, asked):
   model_dir = four_checkpoints
   before = {name: (model_dir / name).read_bytes() for name in ("run.json", "hparams.json")}
   code, out, err = train(model_dir, reverse_dir, 6, flag)
   assert code == 2
-  assert error_line(err) == f"{model_dir} {message} (see {model_dir}/run.json), or use a new --model_dir"
+  assert error_line(err) == (f"{model_dir} was trained with {key}={saved}, not {asked}: exact "
+                             f"resume needs the same {key} (see {model_dir}/run.json), or use a "
+                             "new --model_dir")
   assert before == {name: (model_dir / name).read_bytes() for name in before}
   assert "ckpt-5.index" not in os.listdir(model_dir) and not (model_dir / "lease.json").exists()
 
