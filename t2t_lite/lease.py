@@ -74,7 +74,7 @@ class Lease:
   acquire() and release()."""
 
   def __init__(self, model_dir, *, heartbeat_seconds=30.0, stale_seconds=300.0,
-               settle_seconds=2.0):
+               settle_seconds=1.0):
     self.model_dir = model_dir
     self.path = os.path.join(model_dir, LEASE_FILE)
     self.heartbeat_seconds, self.stale_seconds = heartbeat_seconds, stale_seconds

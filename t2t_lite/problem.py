@@ -250,7 +250,7 @@ class Problem:
     return sum(count for length, count in lengths.items() if int(length) > max_length)
 
   def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
-              num_shards=1, shard_index=0, input_context=None, static_shapes=False):
+              num_shards=1, shard_index=0, input_context=None, static_shapes=False, cache=None):
     """Batches {"inputs": int32 [B, S], "targets": int32 [B, T]} of a prepared split.
 
     Args:
@@ -262,6 +262,7 @@ class Problem:
       seed: deterministic order when set.
       num_shards, shard_index: this worker's share; or pass a tf.distribute.InputContext.
       static_shapes: pad to bucket bounds and drop partial batches (TPU / XLA).
+      cache: keep parsed examples in memory; None = cache_in_memory, but never when training.
     """
     split = canonical_split(split)
     manifest = self.manifest(data_dir)
@@ -279,7 +280,7 @@ class Problem:
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
-        cache=self.cache_in_memory and not training)
+        cache=self.cache_in_memory and not training if cache is None else cache)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""

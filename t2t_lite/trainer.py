@@ -156,7 +156,9 @@ class Trainer:
     self.static_shapes = ((self.is_tpu or config.xla) if config.static_shapes is None
                           else config.static_shapes)
     self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
+    self.train_cache = _train_cache_of(config.model_dir, problem)
     self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
+                         train_cache=self.train_cache,
                          grad_accum_steps=accum, num_replicas=self.num_replicas,
                          mixed_precision=config.mixed_precision, data_dir=data_dir)
 
@@ -206,7 +208,7 @@ class Trainer:
     return self.problem.dataset(
         "train", self.data_dir, self.hparams, training=True,
         batch_tokens=self.micro_batch_tokens, seed=self.config.seed, input_context=input_context,
-        static_shapes=self.static_shapes)
+        static_shapes=self.static_shapes, **({"cache": True} if self.train_cache else {}))
 
   def _eval_dataset_fn(self, input_context):
     ds = self.problem.dataset(
@@ -530,6 +532,19 @@ class Trainer:
       if every:
         n = min(n, every - step % every)
     return max(n, 1)
+
+
+def _train_cache_of(model_dir, problem):
+  """Whether the training pipeline keeps examples in memory: only to resume a run started
+  before that was dropped. Its checkpoints hold the cache in the iterator's state (why it was
+  dropped: bench/checkpoint_size.py), and an iterator state restores only into the same
+  pipeline. run.json's "train_cache" says; a
+  run.json without it is of that older layout."""
+  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    return False
+  older = getattr(problem, "cache_in_memory", False)
+  return bool(model_dir_lib.read_json(path).get("train_cache", older))
 
 
 class _Window:
