@@ -263,3 +263,29 @@ def test_a_directory_flag_that_names_a_file_is_one_line(model_dirs, tmp_path, to
   code, out, err = run_tool(tool, *args)
   assert code == 2
   assert_one_line(err, f"t2t-lite-{tool}", f"{flag[2:]} {path} is a file, not a directory")
+
+
+def test_decode_invalid_utf8_in_a_file_and_on_stdin_is_replaced_with_a_warning(model_dirs,
+                                                                             tmp_path):
+  lines = b"a man rides\nthe \xff dog\n\x80\n"
+  (tmp_path / "in.txt").write_bytes(lines)
+  code, out, err = run_tool("decode", "--model_dir", model_dirs["small"], "--input_file",
+                            tmp_path / "in.txt", "--no_progress")
+  assert code == 0, err
+  assert len(out.splitlines()) == 3
+  assert (f"{tmp_path}/in.txt: 2 line(s) with invalid UTF-8 (first: line 2); the invalid bytes "
+          "were replaced by U+FFFD") in err
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir",
+                        str(model_dirs["small"]), "--no_progress"], input=lines, env=ENV,
+                       capture_output=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert len(run.stdout.splitlines()) == 3
+  assert b"stdin: 2 line(s) with invalid UTF-8 (first: line 2)" in run.stderr
+
+
+def test_decode_with_stdin_closed_prints_nothing_and_exits_0(model_dirs):
+  run = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m t2t_lite.bin.decode '
+                                    f'--model_dir "{model_dirs["small"]}" --no_progress <&-'],
+                       env=ENV, capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert run.stdout == "" and "Traceback" not in run.stderr

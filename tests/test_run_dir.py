@@ -236,16 +236,32 @@ def test_model_dir_that_is_a_file_is_one_line(reverse_dir, tmp_path):
   assert path.read_text() == "not a directory"
 
 
+def _mounted_tmpfs(path, options):
+  """Mounts a tmpfs at path (needs root and mount; skips the test where that is refused)."""
+  path.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a tmpfs here")
+  return path
+
+
 @pytest.fixture()
 def small_disk(tmp_path):
-  """A 3 MB tmpfs (needs root and mount; skipped where that is not allowed)."""
-  path = tmp_path / "disk"
-  path.mkdir()
-  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
-                    capture_output=True).returncode:
-    pytest.skip("cannot mount a small tmpfs here")
-  yield path
-  subprocess.run(["umount", str(path)], check=True)
+  """A 3 MB file system."""
+  yield _mounted_tmpfs(tmp_path / "disk", "size=3m")
+  subprocess.run(["umount", str(tmp_path / "disk")], check=True)
+
+
+@pytest.fixture()
+def read_only_disk(tmp_path):
+  yield _mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
+  subprocess.run(["umount", str(tmp_path / "ro")], check=True)
+
+
+def test_model_dir_on_a_read_only_file_system_is_one_line(reverse_dir, read_only_disk):
+  code, out, err = train(read_only_disk / "model", reverse_dir, 1)
+  assert code == 2
+  assert error_line(err).startswith(f"cannot write model_dir {read_only_disk}/model: ")
 
 
 def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads(
