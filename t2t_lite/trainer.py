@@ -18,6 +18,7 @@ What the run writes into model_dir, and how it is read back: t2t_lite/model_dir.
 import dataclasses
 import math
 import os
+import re
 import time
 from typing import Optional
 
@@ -391,10 +392,12 @@ class Trainer:
       model_dir_lib.remove_stale_temp_dirs(directory, self.log)  # Free what the save took.
       size = model_dir_lib.checkpoint_bytes(last) if last else 0
       needed = f" (a checkpoint takes {size / 1e6:.1f} MB)" if size else ""
-      raise RunFailure(
-          f"saving the step {step} checkpoint in {directory} failed: "
-          f"{str(e.message).strip().splitlines()[0]}{needed}; the last good checkpoint, "
-          f"{last or 'none'}, is intact") from None
+      # The op's message starts with the wrapped function's name: not for the user.
+      reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", str(e.message).strip())
+      intact = (f"the last good checkpoint, {last}, is intact" if last
+                else "no checkpoint was saved before")
+      raise RunFailure(f"saving the step {step} checkpoint in {directory} failed: "
+                       f"{reason.splitlines()[0]}{needed}; {intact}") from None
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)
     return path

@@ -247,8 +247,8 @@ def _mounted_tmpfs(path, options):
 
 @pytest.fixture()
 def small_disk(tmp_path):
-  """A 3 MB file system."""
-  yield _mounted_tmpfs(tmp_path / "disk", "size=3m")
+  """A 64 MB file system."""
+  yield _mounted_tmpfs(tmp_path / "disk", "size=64m")
   subprocess.run(["umount", str(tmp_path / "disk")], check=True)
 
 
@@ -276,6 +276,7 @@ def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads
   assert code == 1, err
   message = error_line(err)
   assert message.startswith(f"saving the step 2 checkpoint in {model_dir} failed: ")
+  assert "No space left on device" in message
   assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-1, is intact")
   assert "MB)" in message  # the size a checkpoint takes
   assert not list(model_dir.glob("*_temp")) and not list(model_dir.glob("*.tmp"))
