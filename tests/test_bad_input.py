@@ -169,9 +169,9 @@ def make_model_dir(model_dir, data_dir, overrides, seed=1, problem="multi30k_end
   """A model_dir laid out as t2t-lite-train does, with random weights saved as ckpt-10."""
   import keras
   import tensorflow as tf
-  from t2t_lite import trainer
+  from t2t_lite import model_dir as model_dir_lib
   hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
-  trainer.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
+  model_dir_lib.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
   keras.utils.set_random_seed(seed)
   model = t2t_lite.build_model(hparams, t2t_lite.get_problem(problem).tokenizer(
       str(model_dir)).vocab_size)
