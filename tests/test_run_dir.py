@@ -286,3 +286,17 @@ def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads
                         f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
                        capture_output=True, text=True, timeout=300)
   assert run.returncode == 0 and f"{model_dir}/ckpt-1" in run.stderr, run.stderr
+
+
+def test_a_run_started_with_the_in_memory_training_cache_resumes_with_it(reverse_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  # run.json without "train_cache": a run of the layout before the cache was dropped, whose
+  # checkpoints hold the cache in the input iterator's state.
+  (model_dir / "run.json").write_text(json.dumps({"problem": "algorithmic_reverse"}))
+  code, out, err = train(model_dir, reverse_dir, 2)
+  assert code == 0, err
+  assert json.loads((model_dir / "run.json").read_text())["train_cache"] is True
+  code, out, err = train(model_dir, reverse_dir, 3)
+  assert code == 0, err
+  assert f"restored {model_dir}/ckpt-2 (step 2)" in out and sorted(losses(out)) == [3]
