@@ -234,7 +234,6 @@ def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_p
 
 
 def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_path):
-  import tensorflow as tf
   small = model_dirs["small"]
   other = make_model_dir(tmp_path / "enfr", small.parent / "data",
                          "num_layers=1,d_model=32,d_ff=64,num_heads=2", seed=2,
@@ -243,8 +242,10 @@ def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_
   for path in small.iterdir():
     (mixed / path.name).parent.mkdir(exist_ok=True)
     (mixed / path.name).write_bytes(path.read_bytes())
-  tf.train.update_checkpoint_state(str(mixed), str(other / "ckpt-10"),
-                                   [str(mixed / "ckpt-10"), str(other / "ckpt-10")])
+  (mixed / "checkpoint").write_text(  # the index lists a checkpoint of the other model_dir
+      f'model_checkpoint_path: "{other}/ckpt-10"\n'
+      f'all_model_checkpoint_paths: "{mixed}/ckpt-10"\n'
+      f'all_model_checkpoint_paths: "{other}/ckpt-10"\n')
   code, out, err = run_tool("avg_checkpoints", "--model_dir", mixed, "--num_last=2",
                             "--output_dir", tmp_path / "avg")
   assert code == 2
