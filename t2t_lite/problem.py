@@ -276,7 +276,7 @@ class Problem:
     files = tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*-of-*.tfrecord"))
     if not files:
       raise ProblemError(f"no {split} records in {data_dir}: {self._how_to_prepare(data_dir)}")
-    self._check_record_sizes(data_dir, files, manifest)
+    self._check_record_sizes(data_dir, split, files, manifest)
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
@@ -309,10 +309,16 @@ class Problem:
       path, reason = data_dir, str(error.message).splitlines()[0]
     return ProblemError(f"{path} is damaged ({reason}): {self._how_to_prepare_again(data_dir)}")
 
-  def _check_record_sizes(self, data_dir, files, manifest):
-    """Each record file has the size it had when prepared (data_dirs prepared before sizes
-    were recorded are not checked): a truncated or overwritten file is named up front."""
+  def _check_record_sizes(self, data_dir, split, files, manifest):
+    """Each record file of `split` is there with the size it had when prepared (data_dirs
+    prepared before sizes were recorded are not checked): a deleted, truncated or overwritten
+    file is named up front."""
     expected = manifest.get("record_bytes", {})
+    present = {os.path.basename(path) for path in files}
+    for name in sorted(expected):
+      if name.startswith(f"{split}-") and name not in present:
+        raise ProblemError(f"{os.path.join(data_dir, name)} is missing; "
+                           f"{self._how_to_prepare_again(data_dir)}")
     for path in files:
       name = os.path.basename(path)
       size = tf.io.gfile.stat(path).length

@@ -290,3 +290,12 @@ def test_decode_with_stdin_closed_prints_nothing_and_exits_0(model_dirs):
                        env=ENV, capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr
   assert run.stdout == "" and "Traceback" not in run.stderr
+
+
+def test_train_deleted_record_file_is_named(reverse_data, tmp_path):
+  path = reverse_data / "dev-00000-of-00001.tfrecord"
+  path.unlink()
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=1",
+                                  "--eval_steps=1")
+  assert code == 2, err
+  assert_one_line(err, "t2t-lite-train", f"{path} is missing; remove {reverse_data} and")
