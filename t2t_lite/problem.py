@@ -274,9 +274,9 @@ class Problem:
                      self.name, split, dropped, manifest["splits"][split]["examples"],
                      hparams.max_length)
     files = tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*-of-*.tfrecord"))
+    self._check_record_sizes(data_dir, split, files, manifest)
     if not files:
       raise ProblemError(f"no {split} records in {data_dir}: {self._how_to_prepare(data_dir)}")
-    self._check_record_sizes(data_dir, split, files, manifest)
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
