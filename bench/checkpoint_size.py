@@ -41,16 +41,22 @@ def main(argv=None):
                       log=lambda line: None)
   t.train()
   latest = t.manager.latest_checkpoint
-  weights = sum(int(np.prod(v.shape)) * v.dtype.size for v in t.model.weights)
   reader = tf.train.load_checkpoint(latest)
-  iterator = sum(len(reader.get_tensor(name)) for name, dtype in
-                 reader.get_variable_to_dtype_map().items()
-                 if name.startswith("train_iterator") and dtype == tf.string)
+  by_object = {}  # Top-level object -> bytes of its tensors (the iterator's state is a variant).
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype != tf.variant:
+      value = reader.get_tensor(name)
+      top = name.split("/")[0]
+      by_object[top] = by_object.get(top, 0) + (value.nbytes if hasattr(value, "nbytes")
+                                                else len(value))
+  total = model_dir_lib.checkpoint_bytes(latest)
   print(json.dumps({
       "bench": "checkpoint_size", "problem": problem.name, "hparams": "transformer_tiny",
-      "cache_in_memory": problem.cache_in_memory, "steps": args.steps,
-      "checkpoint_bytes": model_dir_lib.checkpoint_bytes(latest), "weights_bytes": weights,
-      "iterator_string_bytes": iterator, "checkpoint": latest}))
+      "steps": args.steps, "checkpoint_bytes": total,
+      "weights_bytes": sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
+                           for v in t.model.weights),
+      "tensor_bytes_by_object": by_object,
+      "iterator_state_bytes": total - sum(by_object.values()), "checkpoint": latest}))
   return 0
 
 

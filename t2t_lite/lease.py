@@ -74,7 +74,7 @@ class Lease:
   acquire() and release()."""
 
   def __init__(self, model_dir, *, heartbeat_seconds=30.0, stale_seconds=300.0,
-               settle_seconds=2.0):
+               settle_seconds=1.0):
     self.model_dir = model_dir
     self.path = os.path.join(model_dir, LEASE_FILE)
     self.heartbeat_seconds, self.stale_seconds = heartbeat_seconds, stale_seconds
@@ -140,10 +140,20 @@ class Lease:
     found = self.read()
     if not self._ours(found):
       raise self._held(found or {})
+    self._remove_stale_temps()
     self._stop.clear()
     self._thread = threading.Thread(target=self._beat, name="t2t-lite-lease", daemon=True)
     self._thread.start()
     return self
+
+  def _remove_stale_temps(self):
+    """Temporary files of earlier holders killed between writing and renaming a record."""
+    for path in tf.io.gfile.glob(f"{self.path}.*.tmp"):
+      if self.record["token"] not in path:
+        try:
+          tf.io.gfile.remove(path)
+        except tf.errors.OpError:
+          pass  # Renamed meanwhile by a trainer that lost the race.
 
   def _held(self, record):
     age = time.time() - float(record.get("heartbeat", 0))

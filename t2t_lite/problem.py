@@ -252,7 +252,7 @@ class Problem:
     return sum(count for length, count in lengths.items() if int(length) > max_length)
 
   def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
-              num_shards=1, shard_index=0, input_context=None, static_shapes=False):
+              num_shards=1, shard_index=0, input_context=None, static_shapes=False, cache=None):
     """Batches {"inputs": int32 [B, S], "targets": int32 [B, T]} of a prepared split.
 
     Args:
@@ -264,6 +264,7 @@ class Problem:
       seed: deterministic order when set.
       num_shards, shard_index: this worker's share; or pass a tf.distribute.InputContext.
       static_shapes: pad to bucket bounds and drop partial batches (TPU / XLA).
+      cache: keep parsed examples in memory; None = cache_in_memory, but never when training.
     """
     split = canonical_split(split)
     manifest = self.manifest(data_dir)
@@ -275,13 +276,13 @@ class Problem:
                      self.name, split, dropped, manifest["splits"][split]["examples"],
                      hparams.max_length)
     files = tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*-of-*.tfrecord"))
+    self._check_record_sizes(data_dir, split, files, manifest)
     if not files:
       raise ProblemError(f"no {split} records in {data_dir}: {self._how_to_prepare(data_dir)}")
-    self._check_record_sizes(data_dir, files, manifest)
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
-        cache=self.cache_in_memory and not training)
+        cache=self.cache_in_memory and not training if cache is None else cache)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""
@@ -308,10 +309,16 @@ class Problem:
       path, reason = data_dir, str(error.message).splitlines()[0]
     return ProblemError(f"{path} is damaged ({reason}): {self._how_to_prepare_again(data_dir)}")
 
-  def _check_record_sizes(self, data_dir, files, manifest):
-    """Each record file has the size it had when prepared (data_dirs prepared before sizes
-    were recorded are not checked): a truncated or overwritten file is named up front."""
+  def _check_record_sizes(self, data_dir, split, files, manifest):
+    """Each record file of `split` is there with the size it had when prepared (data_dirs
+    prepared before sizes were recorded are not checked): a deleted, truncated or overwritten
+    file is named up front."""
     expected = manifest.get("record_bytes", {})
+    present = {os.path.basename(path) for path in files}
+    for name in sorted(expected):
+      if name.startswith(f"{split}-") and name not in present:
+        raise ProblemError(f"{os.path.join(data_dir, name)} is missing; "
+                           f"{self._how_to_prepare_again(data_dir)}")
     for path in files:
       name = os.path.basename(path)
       size = tf.io.gfile.stat(path).length

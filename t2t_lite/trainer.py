@@ -17,6 +17,7 @@ import dataclasses
 import math
 import os
 import random
+import re
 import time
 from typing import Optional
 
@@ -123,7 +124,9 @@ class Trainer:
     self.static_shapes = ((self.is_tpu or config.xla) if config.static_shapes is None
                           else config.static_shapes)
     self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
+    self.train_cache = _train_cache_of(config.model_dir, problem)
     self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
+                         train_cache=self.train_cache,
                          grad_accum_steps=config.grad_accum_steps,
                          num_replicas=self.num_replicas,
                          mixed_precision=config.mixed_precision, data_dir=data_dir)
@@ -178,7 +181,7 @@ class Trainer:
     return self.problem.dataset(
         "train", self.data_dir, self.hparams, training=True,
         batch_tokens=self.micro_batch_tokens, seed=self.config.seed, input_context=input_context,
-        static_shapes=self.static_shapes)
+        static_shapes=self.static_shapes, **({"cache": True} if self.train_cache else {}))
 
   def _eval_dataset_fn(self, input_context):
     ds = self.problem.dataset(
@@ -279,10 +282,12 @@ class Trainer:
       model_dir_lib.remove_stale_temp_dirs(directory, self.log)  # Free what the save took.
       size = model_dir_lib.checkpoint_bytes(last) if last else 0
       needed = f" (a checkpoint takes {size / 1e6:.1f} MB)" if size else ""
-      raise RunFailure(
-          f"saving the step {step} checkpoint in {directory} failed: "
-          f"{str(e.message).strip().splitlines()[0]}{needed}; the last good checkpoint, "
-          f"{last or 'none'}, is intact") from None
+      # The op's message starts with the wrapped function's name: not for the user.
+      reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", str(e.message).strip())
+      intact = (f"the last good checkpoint, {last}, is intact" if last
+                else "no checkpoint was saved before")
+      raise RunFailure(f"saving the step {step} checkpoint in {directory} failed: "
+                       f"{reason.splitlines()[0]}{needed}; {intact}") from None
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)
     return path
@@ -362,6 +367,18 @@ class Trainer:
       if every:
         n = min(n, every - step % every)
     return max(n, 1)
+
+
+def _train_cache_of(model_dir, problem):
+  """Whether the training pipeline keeps examples in memory: only to resume a run started
+  before that was dropped. Its checkpoints hold the cache in the iterator's state (why it was
+  dropped: bench/checkpoint_size.py), and an iterator state restores only into the same
+  pipeline. run.json's "train_cache" says; a run.json without it is of that older layout."""
+  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    return False
+  older = getattr(problem, "cache_in_memory", False)
+  return bool(model_dir_lib.read_json(path).get("train_cache", older))
 
 
 class _Progress:

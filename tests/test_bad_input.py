@@ -234,7 +234,6 @@ def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_p
 
 
 def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_path):
-  import tensorflow as tf
   small = model_dirs["small"]
   other = make_model_dir(tmp_path / "enfr", small.parent / "data",
                          "num_layers=1,d_model=32,d_ff=64,num_heads=2", seed=2,
@@ -243,8 +242,10 @@ def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_
   for path in small.iterdir():
     (mixed / path.name).parent.mkdir(exist_ok=True)
     (mixed / path.name).write_bytes(path.read_bytes())
-  tf.train.update_checkpoint_state(str(mixed), str(other / "ckpt-10"),
-                                   [str(mixed / "ckpt-10"), str(other / "ckpt-10")])
+  (mixed / "checkpoint").write_text(  # the index lists a checkpoint of the other model_dir
+      f'model_checkpoint_path: "{other}/ckpt-10"\n'
+      f'all_model_checkpoint_paths: "{mixed}/ckpt-10"\n'
+      f'all_model_checkpoint_paths: "{other}/ckpt-10"\n')
   code, out, err = run_tool("avg_checkpoints", "--model_dir", mixed, "--num_last=2",
                             "--output_dir", tmp_path / "avg")
   assert code == 2
@@ -263,3 +264,38 @@ def test_a_directory_flag_that_names_a_file_is_one_line(model_dirs, tmp_path, to
   code, out, err = run_tool(tool, *args)
   assert code == 2
   assert_one_line(err, f"t2t-lite-{tool}", f"{flag[2:]} {path} is a file, not a directory")
+
+
+def test_decode_invalid_utf8_in_a_file_and_on_stdin_is_replaced_with_a_warning(model_dirs,
+                                                                             tmp_path):
+  lines = b"a man rides\nthe \xff dog\n\x80\n"
+  (tmp_path / "in.txt").write_bytes(lines)
+  code, out, err = run_tool("decode", "--model_dir", model_dirs["small"], "--input_file",
+                            tmp_path / "in.txt", "--no_progress")
+  assert code == 0, err
+  assert len(out.splitlines()) == 3
+  assert (f"{tmp_path}/in.txt: 2 line(s) with invalid UTF-8 (first: line 2); the invalid bytes "
+          "were replaced by U+FFFD") in err
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir",
+                        str(model_dirs["small"]), "--no_progress"], input=lines, env=ENV,
+                       capture_output=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert len(run.stdout.splitlines()) == 3
+  assert b"stdin: 2 line(s) with invalid UTF-8 (first: line 2)" in run.stderr
+
+
+def test_decode_with_stdin_closed_prints_nothing_and_exits_0(model_dirs):
+  run = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m t2t_lite.bin.decode '
+                                    f'--model_dir "{model_dirs["small"]}" --no_progress <&-'],
+                       env=ENV, capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert run.stdout == "" and "Traceback" not in run.stderr
+
+
+def test_train_deleted_record_file_is_named(reverse_data, tmp_path):
+  path = reverse_data / "dev-00000-of-00001.tfrecord"
+  path.unlink()
+  code, out, err = _train_reverse(reverse_data, tmp_path / "model", "--train_steps=1",
+                                  "--eval_steps=1")
+  assert code == 2, err
+  assert_one_line(err, "t2t-lite-train", f"{path} is missing; remove {reverse_data} and")

@@ -166,18 +166,20 @@ def test_stale_temp_dirs_are_removed_at_start(four_checkpoints, reverse_dir):
 
 
 # ------------------------------------------------------------------------------ resume checks
-@pytest.mark.parametrize("flag, message", [
-    ("--seed=6", "was trained with seed=5, not 6: exact resume needs the same seed"),
-    ("--grad_accum_steps=2", "was trained with grad_accum_steps=1, not 2"),
-    ("--mixed_precision=bf16", "was trained with mixed_precision='none', not 'bf16'"),
+@pytest.mark.parametrize("flag, key, saved, asked", [
+    ("--seed=6", "seed", "5", "6"),
+    ("--grad_accum_steps=2", "grad_accum_steps", "1", "2"),
+    ("--mixed_precision=bf16", "mixed_precision", "'none'", "'bf16'"),
 ])
 def test_resume_with_another_setting_is_refused_and_model_dir_kept(four_checkpoints, reverse_dir,
-                                                                   flag, message):
+                                                                   flag, key, saved, asked):
   model_dir = four_checkpoints
   before = {name: (model_dir / name).read_bytes() for name in ("run.json", "hparams.json")}
   code, out, err = train(model_dir, reverse_dir, 6, flag)
   assert code == 2
-  assert error_line(err) == f"{model_dir} {message} (see {model_dir}/run.json), or use a new --model_dir"
+  assert error_line(err) == (f"{model_dir} was trained with {key}={saved}, not {asked}: exact "
+                             f"resume needs the same {key} (see {model_dir}/run.json), or use a "
+                             "new --model_dir")
   assert before == {name: (model_dir / name).read_bytes() for name in before}
   assert "ckpt-5.index" not in os.listdir(model_dir) and not (model_dir / "lease.json").exists()
 
@@ -234,16 +236,32 @@ def test_model_dir_that_is_a_file_is_one_line(reverse_dir, tmp_path):
   assert path.read_text() == "not a directory"
 
 
+def _mounted_tmpfs(path, options):
+  """Mounts a tmpfs at path (needs root and mount; skips the test where that is refused)."""
+  path.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a tmpfs here")
+  return path
+
+
 @pytest.fixture()
 def small_disk(tmp_path):
-  """A 3 MB tmpfs (needs root and mount; skipped where that is not allowed)."""
-  path = tmp_path / "disk"
-  path.mkdir()
-  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
-                    capture_output=True).returncode:
-    pytest.skip("cannot mount a small tmpfs here")
-  yield path
-  subprocess.run(["umount", str(path)], check=True)
+  """A 64 MB file system."""
+  yield _mounted_tmpfs(tmp_path / "disk", "size=64m")
+  subprocess.run(["umount", str(tmp_path / "disk")], check=True)
+
+
+@pytest.fixture()
+def read_only_disk(tmp_path):
+  yield _mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
+  subprocess.run(["umount", str(tmp_path / "ro")], check=True)
+
+
+def test_model_dir_on_a_read_only_file_system_is_one_line(reverse_dir, read_only_disk):
+  code, out, err = train(read_only_disk / "model", reverse_dir, 1)
+  assert code == 2
+  assert error_line(err).startswith(f"cannot write model_dir {read_only_disk}/model: ")
 
 
 def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads(
@@ -258,6 +276,7 @@ def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads
   assert code == 1, err
   message = error_line(err)
   assert message.startswith(f"saving the step 2 checkpoint in {model_dir} failed: ")
+  assert "No space left on device" in message
   assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-1, is intact")
   assert "MB)" in message  # the size a checkpoint takes
   assert not list(model_dir.glob("*_temp")) and not list(model_dir.glob("*.tmp"))
@@ -267,3 +286,17 @@ def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads
                         f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
                        capture_output=True, text=True, timeout=300)
   assert run.returncode == 0 and f"{model_dir}/ckpt-1" in run.stderr, run.stderr
+
+
+def test_a_run_started_with_the_in_memory_training_cache_resumes_with_it(reverse_dir, tmp_path):
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  # run.json without "train_cache": a run of the layout before the cache was dropped, whose
+  # checkpoints hold the cache in the input iterator's state.
+  (model_dir / "run.json").write_text(json.dumps({"problem": "algorithmic_reverse"}))
+  code, out, err = train(model_dir, reverse_dir, 2)
+  assert code == 0, err
+  assert json.loads((model_dir / "run.json").read_text())["train_cache"] is True
+  code, out, err = train(model_dir, reverse_dir, 3)
+  assert code == 0, err
+  assert f"restored {model_dir}/ckpt-2 (step 2)" in out and sorted(losses(out)) == [3]

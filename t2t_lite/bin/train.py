@@ -158,6 +158,9 @@ def main(argv=None):
   except tf.errors.DataLossError as e:  # A record file damaged after the size check passed.
     e = problem.damaged_data_error(args.data_dir, e)
     return cli.fail("t2t-lite-train", e, e.exit_status)
+  except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as e:  # data_dir changed
+    return cli.fail("t2t-lite-train", f"reading {args.data_dir} failed while training: "
+                    f"{cli.op_error_reason(e)}", 1)
   stopped = {"SIGTERM": " (stopped by SIGTERM)", "time": " (time budget spent)"}.get(
       result["stopped"], "")
   print(f"done: step {result['step']}{stopped}, checkpoints in {args.model_dir}", flush=True)
