@@ -73,11 +73,13 @@ train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 
+# Average the last 5 checkpoints (fewer in a run that wrote fewer), in one Python start.
 num_last=$("$PY" -c "import sys, tensorflow as tf
-state = tf.train.get_checkpoint_state(sys.argv[1])
-print(min(5, len(state.all_model_checkpoint_paths)))" "$WORK/model" 2>/dev/null)
-"$PY" -m t2t_lite.bin.avg_checkpoints --model_dir="$WORK/model" --num_last="$num_last" \
-  --output_dir="$WORK/avg"
+from t2t_lite import checkpoints
+model_dir, output_dir = sys.argv[1:]
+count = min(5, len(tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths))
+checkpoints.average_last(model_dir, count, output_dir)
+print(count)" "$WORK/model" "$WORK/avg" 2>/dev/null | tail -1)
 
 # The sentences to parse and their gold trees (normalised as the problem reads them).
 "$PY" - "$WORK" "$TEST_DIR" <<'EOF'

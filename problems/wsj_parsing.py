@@ -18,8 +18,10 @@ the normalisation, the exact round trip, the repair of model outputs and the EVA
 Vocabulary (vocab_type):
   * "words" (the default): one id per target symbol ("(NP", ")NP", a POS tag) and per source word
     seen at least `min_word_count` times in train (at most vocab_size words, most frequent
-    first); rarer and unseen words are UNK. Written to data_dir/vocab.words.json with, for every
-    word ever tagged as punctuation in train, the tags it had: `decode_constraint` uses them;
+    first); a rarer or unseen word is one of UNKNOWN_WORD_CLASSES by its shape (a digit, a
+    hyphen, a capital, -ing, -ed, -ly, -s), as unknown-word signatures in treebank parsers, or
+    UNK. Written to data_dir/vocab.words.json with, for every word ever tagged as punctuation in
+    train, the tags it had: `decode_constraint` uses them;
   * "bpe" / "unigram": SentencePiece of vocab_size shared by both sides (a 16k BPE is larger
     than the 3,000-sentence sample supports; no decoding constraint then).
 Target tags (target_tags): "all" keeps every POS tag; "punctuation" writes XX for every tag but
@@ -44,6 +46,10 @@ from t2t_lite.tokenizer import WordTokenizer
 
 logger = logging.getLogger(__name__)
 
+# (token, pattern): the first whose pattern matches a whole unknown word is its id.
+UNKNOWN_WORD_CLASSES = (("<unk-digit>", ".*[0-9].*"), ("<unk-hyphen>", ".*-.*"),
+                        ("<unk-capital>", "[A-Z].*"), ("<unk-ing>", ".*ing"),
+                        ("<unk-ed>", ".*ed"), ("<unk-ly>", ".*ly"), ("<unk-s>", ".*s"))
 _WSJ_FILE_RE = re.compile(r"wsj_(\d\d)\d\d\.mrg")
 _STANDARD_SECTIONS = {"train": range(2, 22), "dev": (22,), "test": (23,)}
 _HOW_TO_GET = ("the WSJ Penn Treebank (LDC99T42) is licensed and cannot be downloaded "
@@ -100,6 +106,40 @@ def read_trees(path):
   if not trees:  # An empty (or truncated-to-nothing) file: say so rather than drop it.
     raise ProblemError(f"{path}:1: the file holds no trees")
   return trees
+
+
+class ParsingTokenizer(WordTokenizer):
+  """A WordTokenizer whose unknown words get the id of their shape class (UNKNOWN_WORD_CLASSES)
+  instead of UNK, in Python and in-graph alike."""
+
+  def __init__(self, words, unknown_classes=()):
+    self.unknown_classes = [(token, re.compile(pattern)) for token, pattern in unknown_classes]
+    super().__init__(list(words) + [token for token, _ in unknown_classes])
+
+  def encode(self, text, add_eos=False):
+    ids = [self._ids[w] if w in self._ids else self._unknown_id(w) for w in text.split()]
+    return ids + [1] if add_eos else ids
+
+  def _unknown_id(self, word):
+    for token, pattern in self.unknown_classes:
+      if pattern.fullmatch(word):
+        return self._ids[token]
+    return self._ids["<unk>"]
+
+  def _tokenize(self, strings, add_eos):
+    ids = super()._tokenize(strings, add_eos)  # [B, (T)], unknown words = UNK
+    words = tf.strings.split(strings)
+    if add_eos:
+      words = tf.concat([words, tf.fill([tf.shape(strings)[0], 1], "")], axis=1)
+
+    def classify(flat_ids, flat_words):
+      unknown = tf.fill(tf.shape(flat_ids), self._ids["<unk>"])
+      for token, pattern in reversed(self.unknown_classes):  # the first match wins
+        unknown = tf.where(tf.strings.regex_full_match(flat_words, pattern.pattern),
+                           self._ids[token], unknown)
+      return tf.where(tf.equal(flat_ids, self._ids["<unk>"]), unknown, flat_ids)
+
+    return ids.with_flat_values(classify(ids.flat_values, words.flat_values))
 
 
 @register_problem("wsj_parsing")
@@ -159,7 +199,8 @@ class WsjParsing(Problem):
     punctuation = {word: sorted(tags) for word, tags in word_tags.items()
                    if tags & parsing.EVALB_DELETE_LABELS}
     vocab = {"open": sorted(symbols["open"]), "close": sorted(symbols["close"]),
-             "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation}
+             "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation,
+             "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES]}
     tf.io.gfile.makedirs(data_dir)
     with tf.io.gfile.GFile(self._vocab_path(data_dir), "w") as f:
       f.write(json.dumps(vocab, ensure_ascii=False, indent=0))
@@ -179,8 +220,9 @@ class WsjParsing(Problem):
       vocab = self.read_vocab(data_dir)
       symbols = vocab["open"] + vocab["close"] + vocab["tag"]
       known = set(symbols)
-      self._tokenizers[data_dir] = WordTokenizer(
-          symbols + [word for word in vocab["words"] if word not in known])
+      self._tokenizers[data_dir] = ParsingTokenizer(
+          symbols + [word for word in vocab["words"] if word not in known],
+          vocab.get("unknown_word_classes", ()))
     return self._tokenizers[data_dir]
 
   def decode_constraint(self, data_dir):

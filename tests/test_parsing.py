@@ -381,13 +381,24 @@ def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
   assert all(stats[split]["empty"] == 0 for split in stats)
   tok = problem.tokenizer(data_dir)
   vocab = problem.read_vocab(data_dir)
-  assert tok.vocab_size == 4786  # 3 reserved + 207 target symbols + 4576 words seen twice or more
+  # 3 reserved + 207 target symbols + 4,576 words seen twice or more + 7 unknown-word classes
+  assert tok.vocab_size == 4793
   assert vocab["punctuation_words"]["'"] == ["''", "POS"] and vocab["punctuation_words"][","] == [","]
   pairs = problem.text_pairs("test", data_dir)
   assert len(pairs) == 338
   for source, target in pairs:
     assert len(tok.encode(source)) == len(source.split())  # one id per word
-    assert tok.decode(tok.encode(target)) == target or "<unk>" in tok.decode(tok.encode(target))
+    assert tok.decode(tok.encode(target)) == target or "<unk" in tok.decode(tok.encode(target))
+
+
+def test_unknown_words_get_their_shape_class_in_python_and_in_graph():
+  from problems.wsj_parsing import ParsingTokenizer, UNKNOWN_WORD_CLASSES
+  tok = ParsingTokenizer(["(S", "dog", "the"], UNKNOWN_WORD_CLASSES)
+  text = "the dog 1990 well-known Foo running jumped quickly dogs zzz"
+  assert tok.decode(tok.encode(text)) == (
+      "the dog <unk-digit> <unk-hyphen> <unk-capital> <unk-ing> <unk-ed> <unk-ly> <unk-s> <unk>")
+  assert tok.tokenize([text, "dog"], add_eos=True).to_list() == [
+      tok.encode(text, add_eos=True), tok.encode("dog", add_eos=True)]
 
 
 def _constraint_rejections(constraint, tok, pairs):
@@ -415,7 +426,7 @@ def test_the_tree_constraint_allows_every_gold_target(wsj_data):
   problem, data_dir, _ = wsj_data
   tok = problem.tokenizer(data_dir)
   pairs = [pair for pair in problem.text_pairs("dev", data_dir)[:150]
-           if "<unk>" not in tok.decode(tok.encode(pair[1]))]  # a label unseen in train
+           if "<unk" not in tok.decode(tok.encode(pair[1]))]  # a label unseen in train
   assert len(pairs) >= 145
   assert _constraint_rejections(problem.decode_constraint(data_dir), tok, pairs) == set()
 
