@@ -392,7 +392,7 @@ def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
 
 
 def test_unknown_words_get_their_shape_class_in_python_and_in_graph():
-  from problems.wsj_parsing import ParsingTokenizer, UNKNOWN_WORD_CLASSES
+  from t2t_lite.problems.wsj_parsing import ParsingTokenizer, UNKNOWN_WORD_CLASSES
   tok = ParsingTokenizer(["(S", "dog", "the"], UNKNOWN_WORD_CLASSES)
   text = "the dog 1990 well-known Foo running jumped quickly dogs zzz"
   assert tok.decode(tok.encode(text)) == (
