@@ -198,6 +198,8 @@ def load_average():
 
 
 def main():
+  """One script from flags to the JSON line, kept in order on purpose: every round of every
+  configuration is interleaved here, and that order is what makes the rounds comparable."""
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--models", default="transformer_base,small",
                       help="comma-separated: transformer_base, small")

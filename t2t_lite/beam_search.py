@@ -107,6 +107,10 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
   length allow fewer, in which case the missing ones have scores <= NEG_INF / 2.
+
+  Longer than our usual function, on purpose: the loop body's four steps (expand, keep the
+  live beams, merge the finished ones, decide which sentences are done) share a dozen tensors;
+  split into functions they would pass all of them around, and read less like section 6.1.
   """
   if beam_size < 1:
     raise ValueError(f"beam_size must be >= 1, got {beam_size}")
