@@ -193,8 +193,10 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=N
   Settings left None default as in t2t-lite-decode: hparams.json's, else the problem's;
   max_input_length: hparams.max_length. Returns the written `<export_dir>/<version>`.
   """
-  # Before the model is loaded: a bad export_dir fails at once.
-  files.make_dirs(export_dir, "export_dir", ExportError)
+  # Before the model is loaded: an export_dir that is a file fails at once (created by `save`
+  # only once there is a model to write, so a failed export leaves nothing behind).
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
   translator = decoding.Translator.from_model_dir(
       model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
       max_input_length=max_input_length)
