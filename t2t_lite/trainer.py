@@ -24,11 +24,10 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from t2t_lite import distribute, losses, optimization, preemption, train_step
+from t2t_lite import distribute, losses, optimization, preemption, train_step, training_log
 from t2t_lite import lease as lease_lib
 from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.errors import RunFailure, T2TLiteError
-from t2t_lite.progress import hms as _hms
 from t2t_lite.transformer import build_model
 
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -319,7 +318,7 @@ class Trainer:
   def _train_loop(self, sigterm):
     config = self.config
     start = self.restore()
-    progress = _Progress(self, start)
+    progress = training_log.TrainingLog(self)
     self.log(f"training {self.run_info.get('problem', '')} on {self.num_replicas} replica(s) "
              f"({self.strategy_name}), {self.hparams.batch_size} tokens a step = "
              f"{self.num_replicas} x {config.grad_accum_steps} micro-batches of "
@@ -379,67 +378,6 @@ def _train_cache_of(model_dir, problem):
     return False
   older = getattr(problem, "cache_in_memory", False)
   return bool(model_dir_lib.read_json(path).get("train_cache", older))
-
-
-class _Progress:
-  """The progress lines and TensorBoard summaries of a run (written by the chief only)."""
-
-  def __init__(self, trainer, start):
-    self.trainer, self.config, self.log = trainer, trainer.config, trainer.log
-    self.writers = {}
-    if trainer.is_chief:
-      self.writers = {name: tf.summary.create_file_writer(
-          os.path.join(self.config.model_dir, name)) for name in ("train", "eval")}
-    self.history, self.eval_metrics, self.eval_step = [], None, None
-    self.run_start = time.time()
-    self._new_window()
-
-  def _new_window(self):
-    self.window_start, self.tokens, self.loss_sum, self.steps = time.time(), 0.0, 0.0, 0
-
-  def out_of_time(self):
-    minutes = self.config.train_minutes
-    return bool(minutes) and time.time() - self.run_start >= minutes * 60
-
-  def add(self, step, n, loss, tokens, grad_norm):
-    """Counts `n` steps ending at `step`; logs the window's means every log_every steps."""
-    config = self.config
-    self.tokens += tokens
-    self.loss_sum += loss * n
-    self.steps += n
-    if step % config.log_every and step != config.train_steps:
-      return
-    elapsed = time.time() - self.window_start
-    rate = self.tokens / max(elapsed, 1e-9)
-    mean_loss = self.loss_sum / self.steps
-    lr = float(self.trainer.schedule(step - 1))
-    eta = (config.train_steps - step) * elapsed / self.steps
-    if config.train_minutes:  # the run ends at whichever comes first
-      eta = min(eta, max(0.0, config.train_minutes * 60 - (time.time() - self.run_start)))
-    self.log(f"step {step}/{config.train_steps}  loss {mean_loss:.4f}  lr {lr:.3e}  "
-             f"{rate:,.0f} tok/s  grad_norm {grad_norm:.3f}  ETA {_hms(eta)}")
-    self.history.append((step, mean_loss))
-    self._write("train", step, {"loss": mean_loss, "learning_rate": lr,
-                                "tokens_per_second": rate, "gradient_norm": grad_norm})
-    self._new_window()
-
-  def evaluated(self, step, metrics):
-    self.eval_metrics, self.eval_step = metrics, step
-    self.log(f"eval at step {step}: " + "  ".join(
-        f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
-        for k, v in metrics.items() if k != "tokens"))
-    self._write("eval", step, {k: v for k, v in metrics.items() if not isinstance(v, str)})
-
-  def _write(self, name, step, scalars):
-    if not self.writers:
-      return
-    with self.writers[name].as_default(step=step):
-      for tag, value in scalars.items():
-        tf.summary.scalar(tag, value)
-
-  def close(self):
-    for writer in self.writers.values():
-      writer.flush()
 
 
 def train(problem, hparams, data_dir, config, vocab_size, run_info=None, metric_fn=None,
