@@ -5,6 +5,12 @@ import pathlib
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+  # README's test command runs two pytest workers (pytest-xdist), one per core of the CI
+  # machine. Each worker and the tools it starts then use one thread for an op's inner loops:
+  # TensorFlow's default pool of one thread per core would spin-wait against the other
+  # worker's on the same cores. Set here so that the tools' processes inherit it.
+  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

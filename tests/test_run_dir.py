@@ -2,7 +2,9 @@
 checkpoints, pre-emption. Trainers run as t2t-lite-train processes, as a user starts them."""
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,13 +112,20 @@ def test_sigterm_saves_exits_0_and_the_resumed_losses_equal_an_uninterrupted_run
 
 
 # ------------------------------------------------------------------------------ damaged checkpoints
-@pytest.fixture()
-def four_checkpoints(reverse_dir, tmp_path):
-  model_dir = tmp_path / "model"
+@pytest.fixture(scope="module")
+def _four_checkpoints_run(reverse_dir, tmp_path_factory):
+  model_dir = tmp_path_factory.mktemp("four_checkpoints") / "model"
   code, out, err = train(model_dir, reverse_dir, 4, "--checkpoint_every_minutes=0.000001")
   assert code == 0, err
   assert {f"ckpt-{i}.index" for i in range(1, 5)} <= set(os.listdir(model_dir))
   return model_dir
+
+
+@pytest.fixture()
+def four_checkpoints(_four_checkpoints_run, tmp_path):
+  """A model_dir of a finished 4-step run with a checkpoint at every step, for this test alone
+  (a copy: the CheckpointManager's state file names checkpoints relative to its directory)."""
+  return pathlib.Path(shutil.copytree(_four_checkpoints_run, tmp_path / "model"))
 
 
 def test_truncated_newest_checkpoint_resume_warns_and_continues_from_the_previous(
