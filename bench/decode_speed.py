@@ -11,8 +11,10 @@ arbitrary points, and the number of steps would not be comparable between runs o
   uncached  model.decode over the whole prefix at every step (the growing prefix without XLA;
             the fixed-size [B*K, L] buffer with XLA, which needs static shapes).
 
-Each configuration is traced / compiled and run once untimed (same shapes), then timed over
-`--rounds` runs; the best run is kept (the machine is shared: other load only slows a run).
+Each configuration is traced / compiled and run once untimed (same shapes), then timed in
+`--rounds` rounds interleaved with the other configurations (round 1 of each, then round 2 of
+each, ...), so that the machine's drift falls on all of them alike; the headline is each
+configuration's median round, with the fastest and slowest round beside it.
 The uncached batch-32 runs take many minutes: they are run once, and that first call, with
 its tracing / XLA compilation, is what is reported ("includes_compilation": true).
 sentences/s = batch / seconds (wall clock); cpu_seconds is the process's CPU time for the same
@@ -49,7 +51,8 @@ VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.
 TARGET_SENTENCES_PER_SECOND = 2.15
 
 
-def time_config(model, batch, cached, xla, rounds):
+def compile_config(model, batch, cached, xla):
+  """Traces / compiles one configuration and runs it once: -> (run(), its result dict)."""
   rng = np.random.default_rng(batch)
   inputs = rng.integers(3, VOCAB_SIZE, [batch, SOURCE_LENGTH]).astype(np.int32)
   inputs[:, -1] = 1  # EOS
@@ -67,19 +70,34 @@ def time_config(model, batch, cached, xla, rounds):
   first = time.perf_counter() - start
   assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
-  times, cpu_times = [], []
-  for _ in range(rounds):
-    start, cpu_start = time.perf_counter(), time.process_time()
-    decode(inputs)[0].numpy()
-    times.append(time.perf_counter() - start)
-    cpu_times.append(time.process_time() - cpu_start)
-  best = min(times) if times else first  # rounds=0: the first call, tracing/compiling included
-  return {"batch": batch, "cached": cached, "xla": xla, "seconds": round(best, 3),
-          "first_call_seconds": round(first, 1), "rounds": rounds,
-          "includes_compilation": not times,
-          "cpu_seconds": round(min(cpu_times), 3) if cpu_times else None,
-          "sentences_per_second": round(batch / best, 3),
-          "tokens_per_second": round(batch * BEAM_SIZE * max_length / best, 1)}
+  return (lambda: decode(inputs)[0].numpy()), {
+      "batch": batch, "cached": cached, "xla": xla, "first_call_seconds": round(first, 1),
+      "times": [], "cpu_times": []}
+
+
+def time_round(run, result):
+  start, cpu_start = time.perf_counter(), time.process_time()
+  run()
+  result["times"].append(time.perf_counter() - start)
+  result["cpu_times"].append(time.process_time() - cpu_start)
+
+
+def summary(result):
+  """The median round (min and max beside it); with no timed round, the first call's time,
+  tracing / compiling included."""
+  times, cpu_times = result.pop("times"), result.pop("cpu_times")
+  seconds = float(np.median(times)) if times else result["first_call_seconds"]
+  batch = result["batch"]
+  return dict(result, seconds=round(seconds, 3), rounds=len(times),
+              seconds_min=round(min(times), 3) if times else None,
+              seconds_max=round(max(times), 3) if times else None,
+              includes_compilation=not times,
+              cpu_seconds=round(float(np.median(cpu_times)), 3) if cpu_times else None,
+              sentences_per_second=round(batch / seconds, 3),
+              sentences_per_second_min_max=[round(batch / max(times), 3),
+                                            round(batch / min(times), 3)] if times else None,
+              tokens_per_second=round(batch * BEAM_SIZE * (SOURCE_LENGTH + EXTRA_LENGTH)
+                                      / seconds, 1))
 
 
 def main():
@@ -88,14 +106,15 @@ def main():
                       help="skip the uncached batch-32 runs (tens of minutes)")
   parser.add_argument("--all", action="store_true",
                       help="also the uncached batch-32 run with XLA (~2x the one without)")
-  parser.add_argument("--rounds", type=int, default=2, help="timed runs per configuration")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="timed rounds per configuration, interleaved; the median is reported")
   args = parser.parse_args()
 
   keras.utils.set_random_seed(0)
   hparams = t2t_lite.get_hparams("transformer_base")
   model = t2t_lite.build_model(hparams, VOCAB_SIZE)
   load_before = os.getloadavg()[0]
-  results = []
+  configs = []  # (run, result, timed rounds)
   for batch in (32, 1):
     for cached in (True, False):
       if args.quick and not cached and batch > 1:
@@ -104,18 +123,23 @@ def main():
         if not cached and batch > 1 and xla and not args.all:
           continue  # Full-buffer recomputation: ~2x the growing prefix's 30+ TFLOP.
         # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
-        results.append(time_config(model, batch, cached, xla,
-                                   args.rounds if cached or batch == 1 else 0))
-        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-  best_cached_32 = max(r["sentences_per_second"] for r in results
-                       if r["cached"] and r["batch"] == 32)
+        run, result = compile_config(model, batch, cached, xla)
+        configs.append((run, result, args.rounds if cached or batch == 1 else 0))
+        print(json.dumps(result), file=sys.stderr, flush=True)
+  for round_index in range(args.rounds):  # interleaved
+    for run, result, rounds in configs:
+      if round_index < rounds:
+        time_round(run, result)
+  results = [summary(result) for _, result, _ in configs]
+  median_cached_32 = max(r["sentences_per_second"] for r in results
+                         if r["cached"] and r["batch"] == 32)
   print(json.dumps({
       "benchmark": "decode_speed", "model": "transformer_base", "vocab_size": VOCAB_SIZE,
       "source_length": SOURCE_LENGTH, "output_length": SOURCE_LENGTH + EXTRA_LENGTH,
       "beam_size": BEAM_SIZE, "alpha": ALPHA, "results": results,
-      "cached_batch32_sentences_per_second": best_cached_32,
+      "cached_batch32_sentences_per_second": median_cached_32,  # the faster of XLA on / off
       "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
-      "meets_target": best_cached_32 >= TARGET_SENTENCES_PER_SECOND,
+      "meets_target": median_cached_32 >= TARGET_SENTENCES_PER_SECOND,
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))
 

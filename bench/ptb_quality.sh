@@ -6,9 +6,10 @@
 # dev bracket F1 at every evaluation, averages the last 5 checkpoints, decodes the test split
 # (or every tree of TEST_DIR's .mrg files) with the tree constraint (problems/wsj_constraint.py),
 # scores it as EVALB with COLLINS.prm (t2t_lite/evalb.py), writes EVALB's per-sentence report
-# to $WORK/test.evalb and prints ONE JSON line: precision, recall, f1, exact_match, sentences
-# scored / skipped / rejected, outputs that needed repair, steps trained, the last dev F1, the
-# load average and the CPU steal time during training.
+# to $WORK/test.<MINUTES>.evalb and prints ONE JSON line: precision, recall, f1, exact_match,
+# sentences scored / skipped / rejected, outputs that needed repair, steps trained, the last dev
+# F1, the load average and the CPU steal time during training; with AT_MINUTES="10 20", also
+# f1, exact match and steps of the checkpoints averaged as a 10- and a 20-minute run would.
 # The bar (issue 14): F1 >= 70 on the sample's test split in 40 minutes on this 2-core CPU.
 #
 #   bash bench/ptb_quality.sh                            # 40 minutes
@@ -17,10 +18,11 @@
 # Environment: RAW_DIR (default ../shared/data/ptb_sample next to the repository), TEST_DIR
 # (optional: score these .mrg files' trees instead of the test split), WORK (default
 # /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
+# AT_MINUTES (earlier marks to score too, e.g. "10 20"),
 # HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM (default: the
 # hparams set's, 4), ALPHA, DEV_EXAMPLES (dev sentences decoded at each evaluation, default 50;
 # 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 600),
-# PROBLEM_SETTINGS (see below; use a fresh WORK with them).
+# PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a fresh WORK with them).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +30,7 @@ RAW_DIR="${RAW_DIR:-$HERE/../../shared/data/ptb_sample}"
 TEST_DIR="${TEST_DIR:-}"
 WORK="${WORK:-/tmp/t2t_lite_ptb_quality}"
 MINUTES="${MINUTES:-40}"
+AT_MINUTES="${AT_MINUTES:-}"
 HPARAMS="${HPARAMS:-transformer_parsing_small}"
 OVERRIDES="${OVERRIDES:-}"
 DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
@@ -43,7 +46,7 @@ if [[ -n "$TEST_DIR" && -z "$(find "$TEST_DIR" -name '*.mrg' 2>/dev/null | head 
   exit 2
 fi
 mkdir -p "$WORK"
-rm -rf "$WORK/model" "$WORK/avg"
+rm -rf "$WORK/model" "$WORK"/avg_*
 beam_flags=()
 [[ -n "${BEAM:-}" ]] && beam_flags+=("--beam_size=$BEAM")
 [[ -n "${ALPHA:-}" ]] && beam_flags+=("--alpha=$ALPHA")
@@ -52,50 +55,50 @@ cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev
 load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 ticks_before=$(cpu_ticks)
 start=$(date +%s)
-# PROBLEM_SETTINGS ("target_tags=punctuation,min_word_count=1"): class settings of WsjParsing
-# for this run (train has no flag for them); data_dir must then be a new one.
-"$PY" -c "import sys
-from t2t_lite.problems.wsj_parsing import WsjParsing
-for item in filter(None, sys.argv[1].split(',')):
-  key, value = item.split('=')
-  if key not in WsjParsing._SETTINGS:
-    sys.exit(f'ptb_quality: unknown problem setting {key!r}')
-  setattr(WsjParsing, key, int(value) if value.isdigit() else value)
-from t2t_lite.bin import train
-sys.exit(train.main(sys.argv[2:]))" "${PROBLEM_SETTINGS:-}" \
+"$PY" -m t2t_lite.bin.train --problem_settings="${PROBLEM_SETTINGS:-}" \
   --problem=wsj_parsing --hparams="$HPARAMS" --hparams_overrides="$OVERRIDES" \
   --data_dir="$WORK/data" --raw_dir="$RAW_DIR" --model_dir="$WORK/model" \
   --train_steps=1000000 --train_minutes="$MINUTES" \
-  --checkpoint_every_minutes=2 --keep_checkpoints=5 \
+  --checkpoint_every_minutes=2 --keep_checkpoints="$(( ${MINUTES%.*} / 2 + 6 ))" \
   --eval_every="$EVAL_EVERY" --eval_steps=10 --eval_decode_examples="$DEV_EXAMPLES" \
   --log_every=50 --noxla --mixed_precision=none --seed=1 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 
-# Average the last 5 checkpoints (fewer in a run that wrote fewer), in one Python start.
-num_last=$("$PY" -c "import sys, tensorflow as tf
+# For each minute mark (AT_MINUTES, then MINUTES): the average of the last 5 checkpoints written
+# by then (fewer if fewer were), into $WORK/avg_<mark>. The learning-rate schedule does not depend
+# on the budget, so the mark's average is what a run of that many minutes would decode.
+"$PY" - "$WORK/model" "$start" $AT_MINUTES "$MINUTES" <<'EOF'
+import sys
+import tensorflow as tf
 from t2t_lite import checkpoints
-model_dir, output_dir = sys.argv[1:]
-count = min(5, len(tf.train.get_checkpoint_state(model_dir).all_model_checkpoint_paths))
-checkpoints.average_last(model_dir, count, output_dir)
-print(count)" "$WORK/model" "$WORK/avg" 2>/dev/null | tail -1)
+model_dir, start, marks = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+state = tf.train.get_checkpoint_state(model_dir)
+written = list(zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps))
+for mark in marks:
+  paths = [path for path, time in written if time <= start + 60 * float(mark) + 30]
+  if not paths:
+    sys.exit(f"ptb_quality: no checkpoint was written in the first {mark} minutes")
+  checkpoints.average(model_dir, paths[-5:], f"{model_dir}/../avg_{mark}")
+EOF
 
 # The sentences to parse and their gold trees (normalised as the problem reads them).
 "$PY" - "$WORK" "$TEST_DIR" <<'EOF'
 import sys
 import t2t_lite
-from t2t_lite import parsing
+from t2t_lite import model_dir, parsing
 from t2t_lite.problems.wsj_parsing import find_mrg_files, read_trees
 work, test_dir = sys.argv[1:]
-problem = t2t_lite.get_problem("wsj_parsing")
+settings = model_dir.read_json(f"{work}/model/manifest.json")["settings"]
+problem = t2t_lite.get_problem("wsj_parsing", **settings)
 if test_dir:
   trees = [str(tree) for path in find_mrg_files(test_dir) for tree in read_trees(path)]
   sources = [" ".join(parsing.parse_tree(tree).words()) for tree in trees]
 else:
   pairs = problem.text_pairs("test", f"{work}/data")
   sources = [source for source, _ in pairs]
-  trees = [parsing.example_to_tree(s, t, repair_punctuation=False) for s, t in pairs]
+  trees = [problem.example_to_tree(s, t, repair_punctuation=False) for s, t in pairs]
 with open(f"{work}/test.src", "w", encoding="utf-8") as f:
   f.writelines(line + "\n" for line in sources)
 with open(f"{work}/test.gold", "w", encoding="utf-8") as f:
@@ -103,43 +106,61 @@ with open(f"{work}/test.gold", "w", encoding="utf-8") as f:
 EOF
 
 decode_start=$(date +%s)
-"$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg" --input_file="$WORK/test.src" \
-  --output_file="$WORK/test.hyp" --reference_file="$WORK/test.gold" \
-  --evalb_report="$WORK/test.evalb" "${beam_flags[@]}" --no_progress 2> "$WORK/decode.log" \
-  || { cat "$WORK/decode.log" >&2; exit 1; }
+for mark in $AT_MINUTES "$MINUTES"; do
+  "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg_$mark" --input_file="$WORK/test.src" \
+    --output_file="$WORK/test.$mark.hyp" --reference_file="$WORK/test.gold" \
+    --evalb_report="$WORK/test.$mark.evalb" "${beam_flags[@]}" --no_progress \
+    2> "$WORK/decode.$mark.log" || { cat "$WORK/decode.$mark.log" >&2; exit 1; }
+done
 decode_seconds=$(( $(date +%s) - decode_start ))
 
-"$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$num_last" "$ticks_before" "$ticks_after" \
-  "$load_before" "$load_after" "$HPARAMS" "$OVERRIDES" "${TEST_DIR:-test split}" <<'EOF'
+"$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$ticks_before" "$ticks_after" \
+  "$load_before" "$load_after" "$HPARAMS" "$OVERRIDES" "${TEST_DIR:-test split}" \
+  $AT_MINUTES "$MINUTES" <<'EOF'
 import json, re, sys
 import t2t_lite
-from t2t_lite import parsing
-(work, seconds, decode_seconds, averaged, before, after, load_before, load_after, hparams,
- overrides, test) = sys.argv[1:]
+from t2t_lite import model_dir, parsing
+(work, seconds, decode_seconds, before, after, load_before, load_after, hparams, overrides,
+ test), marks = sys.argv[1:11], sys.argv[11:]
 before, after = before.split(), after.split()  # [steal, total] ticks, or empty
 steal = None
 if before and after and int(after[1]) > int(before[1]):
   steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
 sources = open(f"{work}/test.src", encoding="utf-8").read().splitlines()
-hyps = open(f"{work}/test.hyp", encoding="utf-8").read().splitlines()
 gold = open(f"{work}/test.gold", encoding="utf-8").read().splitlines()
-predicted = [parsing.example_to_tree(s, h) for s, h in zip(sources, hyps)]
-# An output "needed repair" when its tree does not linearize back to exactly the output.
-repaired = sum(parsing.tree_to_example(tree)[1] != " ".join(h.split())
-               for tree, h in zip(predicted, hyps))
-scores = parsing.bracket_f1(gold, predicted)
+problem = t2t_lite.get_problem(
+    "wsj_parsing", **model_dir.read_json(f"{work}/model/manifest.json")["settings"])
+
+
+def result(mark):
+  """The scores of the test decode of avg_<mark>."""
+  hyps = open(f"{work}/test.{mark}.hyp", encoding="utf-8").read().splitlines()
+  predicted = [problem.example_to_tree(s, h) for s, h in zip(sources, hyps)]
+  # An output "needed repair" when its tree does not linearize back to the output (compared
+  # with XX for every slot but punctuation, the form every target_tags setting reads back to).
+  repaired = sum(parsing.tree_to_example(tree, "punctuation")[1]
+                 != " ".join(parsing.slots_to_tags(h).split())
+                 for tree, h in zip(predicted, hyps))
+  scores = parsing.bracket_f1(gold, predicted)
+  averaged = model_dir.read_json(f"{work}/avg_{mark}/averaged.json")["averaged"]
+  return {"precision": round(scores["precision"], 2), "recall": round(scores["recall"], 2),
+          "f1": round(scores["f1"], 2), "exact_match": round(scores["exact_match"], 2),
+          "sentences": scores["sentences"], "scored": scores["scored"],
+          "skipped": scores["skipped"], "rejected": scores["rejected"], "repaired": repaired,
+          "steps": model_dir.checkpoint_step(averaged[-1]), "averaged": len(averaged)}
+
+
+results = {mark: result(mark) for mark in marks}
+final = results[marks[-1]]
 log = open(f"{work}/train.log").read()
-steps = [int(s) for s in re.findall(r"^done: step (\d+)", log, re.M)]
 dev = re.findall(r"dev_bracket_f1 ([0-9.]+)", log)
 print(json.dumps({
     "bench": "ptb_quality", "problem": "wsj_parsing", "hparams": hparams,
-    "overrides": overrides, "test": test,
-    "precision": round(scores["precision"], 2), "recall": round(scores["recall"], 2),
-    "f1": round(scores["f1"], 2), "exact_match": round(scores["exact_match"], 2),
-    "sentences": scores["sentences"], "scored": scores["scored"], "skipped": scores["skipped"],
-    "rejected": scores["rejected"], "repaired": repaired,
-    "steps": steps[-1] if steps else 0, "train_seconds": int(seconds),
-    "decode_seconds": int(decode_seconds), "averaged": int(averaged),
+    "overrides": overrides, "problem_settings": problem.settings(), "test": test,
+    **final, "minutes": float(marks[-1]),
+    "at_minutes": {mark: {k: results[mark][k] for k in ("f1", "exact_match", "steps")}
+                   for mark in marks[:-1]},
+    "train_seconds": int(seconds), "decode_seconds": int(decode_seconds),
     "last_dev_f1": float(dev[-1]) if dev else None,
     "loadavg_before": load_before, "loadavg_after": load_after, "cpu_steal": steal,
     "bar_f1": 70.0}))

@@ -26,7 +26,10 @@ Vocabulary (vocab_type):
     than the 3,000-sentence sample supports; no decoding constraint then).
 Target tags (target_tags): "all" keeps every POS tag; "punctuation" writes XX for every tag but
 EVALB's punctuation tags (, . : `` ''): EVALB scores no preterminal, but deletes words by their
-punctuation tags, so those are all a scored tree needs.
+punctuation tags, so those are all a scored tree needs; "words" writes the word itself where
+"punctuation" writes XX, "(S (NP Ms. Haag )NP (VP plays )VP . )S": the constraint forces each
+such slot to be its source word, so the decoder always reads where in the sentence it is (with
+XX or tag slots it must count them; see docs/parsing.md for the measured difference).
 Decoding: `decode_constraint` makes every output a tree over exactly its source words (see
 TreeConstraint). Metric: EVALB bracket F1 (percent). The paper decodes with beam 21, alpha 0.3,
 output up to input + 300 (section 6.3); transformer_parsing sets those.
@@ -153,11 +156,14 @@ class WsjParsing(Problem):
   vocab_type = "words"
   vocab_size = 50000  # Source words kept at most ("words"), or SentencePiece pieces.
   min_word_count = 2  # Rarer train words are UNK, so that the model learns UNK in training.
-  target_tags = "all"
+  target_tags = "words"  # Measured against "all" and "punctuation": docs/parsing.md.
   _SETTINGS = Problem._SETTINGS + ("min_word_count", "target_tags")
 
   def __init__(self, **overrides):
     super().__init__(**overrides)
+    if self.target_tags not in parsing.TARGET_TAGS:
+      raise ProblemError(f"wsj_parsing: target_tags must be one of {parsing.TARGET_TAGS}, "
+                         f"not {self.target_tags!r}")
     self._split_cache = {}  # raw_dir -> {split: [(source, target)]}; prepare reads train twice.
 
   def raw_pairs(self, split, raw_dir):
@@ -185,22 +191,28 @@ class WsjParsing(Problem):
     symbols = {"open": set(), "close": set(), "tag": set()}
     counts = collections.Counter()
     word_tags = collections.defaultdict(set)
+    copies = self.target_tags == "words"  # Slots that are not punctuation hold their word.
     for source, target in self.raw_pairs("train", raw_dir):
       words = iter(source.split())
       for token in target.split():
         kind = "open" if token.startswith("(") else "close" if token.startswith(")") else "tag"
-        symbols[kind].add(token)
         if kind == "tag":
           word = next(words)
           counts[word] += 1
           word_tags[word].add(token)
+          if copies and token not in parsing.EVALB_DELETE_LABELS:
+            continue  # The word itself, not a tag.
+        symbols[kind].add(token)
     kept = [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
             if n >= self.min_word_count][:self.vocab_size]
+    # The slots each word ever tagged as punctuation took: its tags ("words": the word itself
+    # stands for its other tags).
     punctuation = {word: sorted(tags) for word, tags in word_tags.items()
                    if tags & parsing.EVALB_DELETE_LABELS}
     vocab = {"open": sorted(symbols["open"]), "close": sorted(symbols["close"]),
              "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation,
-             "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES]}
+             "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES],
+             "target_tags": self.target_tags}
     tf.io.gfile.makedirs(data_dir)
     with tf.io.gfile.GFile(self._vocab_path(data_dir), "w") as f:
       f.write(json.dumps(vocab, ensure_ascii=False, indent=0))
@@ -233,14 +245,15 @@ class WsjParsing(Problem):
     return TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
 
   # The parsing API (see t2t_lite/parsing.py).
-  @staticmethod
-  def tree_to_example(tree_str):
+  def tree_to_example(self, tree_str):
     """Bracketed tree -> (source_text, target_text), after the documented normalisation."""
-    return parsing.tree_to_example(tree_str)
+    return parsing.tree_to_example(tree_str, tags=self.target_tags)
 
-  @staticmethod
-  def example_to_tree(source_text, target_text, repair_punctuation=True):
-    """(words, linearized tree, possibly malformed model output) -> well-formed tree string."""
+  def example_to_tree(self, source_text, target_text, repair_punctuation=True):
+    """(words, linearized tree, possibly malformed model output) -> well-formed tree string;
+    with target_tags="words" each word slot becomes an XX tag."""
+    if self.target_tags == "words":
+      target_text = parsing.slots_to_tags(target_text)
     return parsing.example_to_tree(source_text, target_text, repair_punctuation)
 
   @staticmethod

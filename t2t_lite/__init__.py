@@ -2,7 +2,7 @@
 
 Public API:
   get_hparams(name, overrides="") -> HParams
-  get_problem(name) -> Problem
+  get_problem(name, **settings) -> Problem
   build_model(hparams, vocab_size) -> a built keras.Model
   translate(model_dir, sentences, beam_size=None, alpha=None) -> (texts, scores)
 """
@@ -24,10 +24,17 @@ def get_hparams(name, overrides=""):
   return HPARAMS.get(name)().override(overrides)
 
 
-def get_problem(name):
-  """Returns an instance of the registered problem `name`."""
+def get_problem(name, **settings):
+  """Returns an instance of the registered problem `name`, with `settings` (its class
+  settings, e.g. vocab_size) changed."""
   _load_registries()
-  return PROBLEMS.get(name)()
+  return PROBLEMS.get(name)(**settings)
+
+
+def problem_settings(name, text):
+  """"name=value,..." -> the settings dict of problem `name` (see Problem.parse_settings)."""
+  _load_registries()
+  return PROBLEMS.get(name).parse_settings(text)
 
 
 def list_hparams():
@@ -53,6 +60,6 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):
 
 
 __all__ = [
-    "HParams", "HParamsError", "RegistryError", "build_model", "get_hparams", "get_problem",
+    "HParams", "HParamsError", "RegistryError", "build_model", "get_hparams", "get_problem", "problem_settings",
     "list_hparams", "list_problems", "register_hparams", "register_problem", "translate",
 ]

@@ -97,11 +97,11 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       rows[n, t]. This saves copying every layer's key/value cache at every step (see
       Transformer.decode_step's cache_rows).
     logits_mask_fn: optional constraint on the outputs, e.g. a grammar:
-      (ids int32 [B*K] previous tokens, index, mask_state) -> (bias float32 [B*K, V], new
-      mask_state), the bias 0 for allowed tokens and NEG_INF for forbidden ones; it is added
-      to the logits before the softmax (the model's distribution renormalised over the allowed
-      tokens). Its state follows its hypothesis (gathered by parent beam after every step,
-      whatever reorder_cache), so it can hold e.g. a stack of open brackets.
+      (ids int32 [B*K] previous tokens, index, mask_state, logits float32 [B*K, V]) ->
+      (logits [B*K, V], new mask_state), NEG_INF for forbidden tokens (the model's
+      distribution is then renormalised over the allowed ones by the softmax). Its state
+      follows its hypothesis (gathered by parent beam after every step, whatever
+      reorder_cache), so it can hold e.g. a stack of open brackets.
     mask_state: the constraint's initial state: nested tensors with leading dimension B.
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
@@ -152,8 +152,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     logits = tf.cast(logits, tf.float32)
     new_mask_state = state.mask_state
     if logits_mask_fn is not None:
-      bias, new_mask_state = logits_mask_fn(ids, i, state.mask_state)  # [B*K, V]
-      logits += bias
+      logits, new_mask_state = logits_mask_fn(ids, i, state.mask_state, logits)  # [B*K, V]
     logprobs = tf.nn.log_softmax(logits)
     eos_forbidden = tf.cast(i < min_length, tf.float32)
     logprobs += eos_forbidden * NEG_INF * tf.one_hot(eos_id, vocab)  # [B*K, V]

@@ -130,9 +130,14 @@ def average_last(model_dir, num_last, output_dir):
   output_dir also gets model_dir's hparams.json, run.json, manifest.json and vocabulary
   files, so it is a model_dir that t2t-lite-decode and t2t-lite-export accept as it is.
   """
+  return average(model_dir, last_checkpoints(model_dir, num_last), output_dir)
+
+
+def average(model_dir, checkpoints, output_dir):
+  """Averages `checkpoints` (prefixes, oldest first) of model_dir into output_dir, as
+  average_last does; returns the new prefix."""
   if os.path.normpath(output_dir) == os.path.normpath(model_dir):
     raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
-  checkpoints = last_checkpoints(model_dir, num_last)
   check_same_run(checkpoints)
   check_same_variables(checkpoints)  # Before restoring any of them into the model.
   loaded = model_dir_lib.load(model_dir, checkpoints[-1])

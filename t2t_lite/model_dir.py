@@ -282,11 +282,18 @@ def read_hparams(model_dir):
   return HParams.load(path)
 
 
+def _data_settings(model_dir):
+  """The problem settings the run's data was prepared with (manifest.json), {} without one:
+  e.g. wsj_parsing's target_tags decide how its outputs read as trees."""
+  path = _path(model_dir, MANIFEST_FILE)
+  return read_json(path).get("settings", {}) if tf.io.gfile.exists(path) else {}
+
+
 def load(model_dir, checkpoint_path: Optional[str] = None):
   """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary."""
   import t2t_lite  # The package's registries; imported here as the package imports us.
   hparams = read_hparams(model_dir)
-  problem = t2t_lite.get_problem(read_run_info(model_dir)["problem"])
+  problem = t2t_lite.get_problem(read_run_info(model_dir)["problem"], **_data_settings(model_dir))
   tokenizer = problem.tokenizer(model_dir)
   model = t2t_lite.build_model(hparams, tokenizer.vocab_size)
   if checkpoint_path:  # Asked for by name: no other one will do.

@@ -215,14 +215,19 @@ def tree_to_string(tree):
   return "".join(parts).rstrip(" ")
 
 
+TARGET_TAGS = ("all", "punctuation", "words")
+
+
 def tree_to_example(tree_str, tags="all"):
   """Bracketed tree -> (source_text, target_text), after normalisation (see module doc).
 
   tags: "all" keeps every POS tag; "punctuation" writes XX for every tag but EVALB's
-  punctuation tags (the only ones EVALB looks at), so the tree no longer round-trips its tags.
+  punctuation tags (the only ones EVALB looks at), so the tree no longer round-trips its tags;
+  "words" writes the word itself instead of XX: "(S (NP Ms. Haag )NP (VP plays )VP . )S", so
+  that the decoder reads which word it is at (`slots_to_tags` turns such a target back).
   """
-  if tags not in ("all", "punctuation"):
-    raise ValueError(f"tree_to_example: tags must be 'all' or 'punctuation', got {tags!r}")
+  if tags not in TARGET_TAGS:
+    raise ValueError(f"tree_to_example: tags must be one of {TARGET_TAGS}, got {tags!r}")
   tree = parse_tree(tree_str)
   words, target = [], []
   for event in _events(tree):
@@ -232,9 +237,22 @@ def tree_to_example(tree_str, tags="all"):
       target.append(")" + event[1])
     else:
       keep = tags == "all" or event[1] in EVALB_DELETE_LABELS
-      target.append(event[1] if keep else UNKNOWN_TAG)
+      target.append(event[1] if keep else event[2] if tags == "words" else UNKNOWN_TAG)
       words.append(event[2])
   return " ".join(words), " ".join(target)
+
+
+def slots_to_tags(target_text):
+  """A target of tree_to_example(tags="words") -> the same with XX for every slot that is not
+  a punctuation tag: "(S (NP Ms. Haag )NP . )S" -> "(S (NP XX XX )NP . )S"."""
+
+  def tag(match):
+    slot = match.group(3)
+    if slot is None or slot in EVALB_DELETE_LABELS:
+      return match.group(0)
+    return UNKNOWN_TAG
+
+  return _TARGET_TOKEN_RE.sub(tag, target_text)
 
 
 def example_to_tree(source_text, target_text, repair_punctuation=True):

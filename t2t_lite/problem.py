@@ -96,6 +96,27 @@ class Problem:
       setattr(self, key, value)
     self._tokenizers = {}
 
+  @classmethod
+  def parse_settings(cls, text):
+    """"name=value,..." -> {name: value}, each value of its class default's type (a str when
+    the default is None); unknown names are refused by the constructor."""
+    settings = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+      key, sep, value = item.partition("=")
+      if not sep:
+        raise ProblemError(f"problem setting {item!r} is not name=value")
+      default = getattr(cls, key.strip(), None)
+      try:
+        if isinstance(default, bool):
+          value = {"true": True, "false": False}[value.strip().lower()]
+        elif isinstance(default, (int, float)):
+          value = type(default)(value)
+      except (KeyError, ValueError):
+        raise ProblemError(f"problem setting {key}={value}: expected a "
+                           f"{type(default).__name__}") from None
+      settings[key.strip()] = value.strip() if isinstance(value, str) else value
+    return settings
+
   # ----------------------------------------------------------------- subclass hooks
   def raw_pairs(self, split, raw_dir):
     """Yields (source, target) strings of canonical `split` from `raw_dir`."""

@@ -42,8 +42,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
     static_shapes: L = S + extra_length as a Python int (S must be static): for XLA.
     min_length: EOS is forbidden before this position (benchmarks: every output runs to L).
     constraint: optional output constraint (e.g. a parser's grammar): an object with
-      `initial_state(inputs, max_lengths)` and `step(ids, index, state) -> (bias, state)`, the
-      logits_mask_fn of beam_search.beam_search.
+      `initial_state(inputs, max_lengths)` and `mask_logits(ids, index, state, logits) ->
+      (logits, state)`, the logits_mask_fn of beam_search.beam_search.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
@@ -81,7 +81,7 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
   return beam_search_lib.beam_search(
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
       max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
-      reorder_cache=not cached, logits_mask_fn=constraint and constraint.step,
+      reorder_cache=not cached, logits_mask_fn=constraint and constraint.mask_logits,
       mask_state=mask_state)
 
 

@@ -94,6 +94,27 @@ def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
 
 # --- Repair ---------------------------------------------------------------------------------------
 
+def test_word_slots_hold_the_words_and_read_back_as_xx_tags(ptb_trees):
+  """target_tags="words": each slot but punctuation is its word; as a tree, an XX tag."""
+  from t2t_lite.problems.wsj_parsing import WsjParsing
+  problem = WsjParsing(target_tags="words")
+  source, target = parsing.tree_to_example(GOLD, tags="words")
+  assert target == "(S (NP The dog )NP (VP barked )VP . )S"
+  assert parsing.slots_to_tags(target + " )S(NP x") == "(S (NP XX XX )NP (VP XX )VP . )S )S(NP XX"
+  assert problem.example_to_tree(source, target) == (
+      "(S (NP (XX The) (XX dog)) (VP (XX barked)) (. .))")
+  for tree in ptb_trees:
+    source, target = parsing.tree_to_example(str(tree), tags="words")
+    punctuation = parsing.tree_to_example(str(tree), tags="punctuation")
+    assert parsing.slots_to_tags(target) == punctuation[1]
+    slots = [t for t in target.split() if not t.startswith(("(", ")"))]
+    assert all(slot == word or slot in parsing.EVALB_DELETE_LABELS
+               for word, slot in zip(source.split(), slots))
+    assert len(slots) == len(source.split())
+    rebuilt = problem.example_to_tree(source, target, repair_punctuation=False)
+    assert rebuilt == parsing.example_to_tree(*punctuation, repair_punctuation=False)
+
+
 @pytest.mark.parametrize("target, expected", [
     # Well formed, and with wrong closing labels: the opening label wins.
     ("(S (NP DT NN )NP (VP VBD )VP . )S", GOLD),
@@ -291,12 +312,16 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite
   problem = t2t_lite.get_problem("wsj_parsing")
   assert (problem.metric, problem.vocab_type, problem.target_tags) == (
-      "bracket_f1", "words", "all")
+      "bracket_f1", "words", "words")
   from t2t_lite.decoding import DecodeSettings
   assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3,
                                                            extra_length=300)
-  assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
-  assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
+  assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
+  assert problem.example_to_tree(SENTENCE, "(S (NP The dog") == (
+      "(S (NP (XX The) (XX dog)) (XX barked) (. .))")
+  every_tag = t2t_lite.get_problem("wsj_parsing", target_tags="all")
+  assert every_tag.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
+  assert every_tag.example_to_tree(SENTENCE, "(S (NP DT NN") == (
       "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
   assert problem.bracket_f1([GOLD], [GOLD])["f1"] == 100.0
 
@@ -367,9 +392,9 @@ def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def wsj_data(ptb_dir, tmp_path_factory):
-  """(problem, data_dir) of wsj_parsing with its default settings, prepared once."""
+  """(problem, data_dir) of wsj_parsing with every POS tag in the targets, prepared once."""
   from t2t_lite.problems.wsj_parsing import WsjParsing
-  problem = WsjParsing()
+  problem = WsjParsing(target_tags="all")
   data_dir = str(tmp_path_factory.mktemp("wsj_parsing"))
   return problem, data_dir, problem.prepare(data_dir, str(ptb_dir))
 
@@ -431,11 +456,70 @@ def test_the_tree_constraint_allows_every_gold_target(wsj_data):
   assert _constraint_rejections(problem.decode_constraint(data_dir), tok, pairs) == set()
 
 
-def test_constrained_decoding_gives_trees_over_exactly_the_source_words(wsj_data):
+@pytest.fixture(scope="module")
+def wsj_words_data(ptb_dir, tmp_path_factory):
+  """(problem, data_dir) of wsj_parsing with its default target_tags="words", prepared once."""
+  from t2t_lite.problems.wsj_parsing import WsjParsing
+  problem = WsjParsing()
+  assert problem.target_tags == "words"
+  data_dir = str(tmp_path_factory.mktemp("wsj_words"))
+  problem.prepare(data_dir, str(ptb_dir))
+  return problem, data_dir
+
+
+def test_with_word_slots_the_constraint_allows_every_gold_target_and_only_its_word(
+    wsj_words_data):
+  import numpy as np
+  import tensorflow as tf
+  problem, data_dir = wsj_words_data
+  tok = problem.tokenizer(data_dir)
+  vocab = problem.read_vocab(data_dir)
+  assert vocab["target_tags"] == "words"
+  assert set(vocab["tag"]) <= parsing.EVALB_DELETE_LABELS  # no POS tag but punctuation's
+  assert vocab["punctuation_words"]["'"] == ["'", "''"]  # POS is the word itself
+  constraint = problem.decode_constraint(data_dir)
+  pairs = [pair for pair in problem.text_pairs("dev", data_dir)[:150]
+           if all(t in tok.vocabulary for t in pair[1].split() if t.startswith(("(", ")")))]
+  assert len(pairs) >= 145
+  assert _constraint_rejections(constraint, tok, pairs) == set()
+  # After "(S (NP", the one slot allowed for "The dog barked ." is the word "The" itself.
+  inputs = np.array([tok.encode(SENTENCE, add_eos=True)], np.int32)
+  state = constraint.initial_state(inputs, [50])
+  for index, token in enumerate(["", "(S", "(NP"]):
+    bias, state = constraint.step(tf.constant([tok.encode(token)[0] if token else 0]),
+                                  tf.constant(index), state)
+  allowed = set(np.flatnonzero(bias.numpy()[0] == 0))
+  slots = {i for i in allowed if not tok.vocabulary[i].startswith(("(", ")"))}
+  assert slots == {tok.encode("The")[0]}
+
+
+def test_the_constraint_allows_at_most_six_opening_brackets_in_a_row(wsj_data):
+  import numpy as np
+  import tensorflow as tf
+  from t2t_lite.problems import wsj_constraint
+  problem, data_dir, _ = wsj_data
+  tok = problem.tokenizer(data_dir)
+  constraint = problem.decode_constraint(data_dir)
+  inputs = np.array([tok.encode(SENTENCE, add_eos=True)], np.int32)
+  state = constraint.initial_state(inputs, [100])
+  opening = [i for i, w in enumerate(tok.vocabulary) if w.startswith("(")]
+  tokens = ["", "(S"] + ["(NP"] * (wsj_constraint.MAX_OPENS_IN_ROW - 1) + ["DT", "(NP"]
+  may_open = []
+  for index, token in enumerate(tokens):
+    bias, state = constraint.step(tf.constant([tok.encode(token)[0] if token else 0]),
+                                  tf.constant(index), state)
+    may_open.append(bool((bias.numpy()[0][opening] == 0).any()))
+  assert wsj_constraint.MAX_OPENS_IN_ROW == 6
+  # Allowed up to six in a row, not a seventh; a word starts a new row.
+  assert may_open == [True] * 6 + [False, True, True]
+
+
+@pytest.mark.parametrize("data", ["wsj_data", "wsj_words_data"])
+def test_constrained_decoding_gives_trees_over_exactly_the_source_words(data, request):
   """Even an untrained model's outputs are trees over the source words that evalb scores."""
   import t2t_lite
   from t2t_lite import decoding, evalb
-  problem, data_dir, _ = wsj_data
+  problem, data_dir = request.getfixturevalue(data)[:2]
   tok = problem.tokenizer(data_dir)
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
   model = t2t_lite.build_model(hparams, tok.vocab_size)
@@ -459,7 +543,11 @@ def test_constrained_decoding_gives_trees_over_exactly_the_source_words(wsj_data
     # punctuation tags (' as POS or ''), the repair picks by context, as for every output.
     tree = problem.example_to_tree(source, output)
     assert parsing.parse_tree(tree).words() == source.split()
-    gold.append(parsing.example_to_tree(source, target, repair_punctuation=False))
+    if problem.target_tags == "words":  # each slot is its word, or a punctuation tag
+      slots = [t for t in tokens if not t.startswith(("(", ")"))]
+      assert all(slot in parsing.EVALB_DELETE_LABELS or slot == tok.decode(tok.encode(word))
+                 for slot, word in zip(slots, source.split())), output
+    gold.append(problem.example_to_tree(source, target, repair_punctuation=False))
     predicted.append(tree)
   scores = parsing.bracket_f1(gold, predicted)
   assert (scores["scored"], scores["rejected"], scores["skipped"]) == (24, 0, 0)
@@ -503,3 +591,38 @@ def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_p
   result = subprocess.run(command + ["--evalb_report", str(tmp_path / "r.txt")],
                           capture_output=True, text=True)
   assert result.returncode == 2 and "--evalb_report needs --reference_file" in result.stderr
+
+
+def test_a_run_decodes_with_the_problem_settings_its_data_was_prepared_with(wsj_words_data,
+                                                                            tmp_path):
+  import tensorflow as tf
+  import t2t_lite
+  from t2t_lite import model_dir as model_dir_lib
+  problem, data_dir = wsj_words_data
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
+  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
+  model_dir = str(tmp_path / "model")
+  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
+  tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
+  loaded = model_dir_lib.load(model_dir)
+  assert loaded.problem.target_tags == "words"
+  assert loaded.problem.example_to_tree("a b", "(S (NP a b )NP )S") == "(S (NP (XX a) (XX b)))"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ("target_tag=words", "unknown setting 'target_tag' for problem wsj_parsing; did you mean "
+                         "'target_tags'?"),
+    ("target_tags=pos", "wsj_parsing: target_tags must be one of ('all', 'punctuation', "
+                        "'words'), not 'pos'"),
+    ("min_word_count=two", "problem setting min_word_count=two: expected a int"),
+    ("target_tags", "problem setting 'target_tags' is not name=value"),
+])
+def test_bad_problem_settings_are_one_line_errors(settings, message, tmp_path):
+  import subprocess
+  import sys
+  result = subprocess.run(
+      [sys.executable, "-m", "t2t_lite.bin.datagen", "--problem=wsj_parsing",
+       f"--data_dir={tmp_path}", f"--problem_settings={settings}"],
+      capture_output=True, text=True)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == f"t2t-lite-datagen: error: {message}"

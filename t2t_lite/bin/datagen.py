@@ -27,6 +27,7 @@ def parse_args(argv=None):
                       help="log pairs read, pairs/s and an ETA at most this often while "
                            "reading each split (0: only when a split is done)")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
+  flags.add_problem_settings_flag(parser)
   flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and (not args.problem or not args.data_dir):
@@ -42,7 +43,8 @@ def main(argv=None):
       print(name)
     return 0
   try:
-    problem = t2t_lite.get_problem(args.problem)
+    problem = t2t_lite.get_problem(
+        args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
     stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-datagen", e, e.exit_status)

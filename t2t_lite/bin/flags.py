@@ -1,5 +1,5 @@
-"""Flags shared by the tools: --verbose (all), and those of the tools that load a trained
-model_dir (decode, export, attention)."""
+"""Flags shared by the tools: --verbose (all), --problem_settings (train, datagen), and those of
+the tools that load a trained model_dir (decode, export, attention)."""
 
 
 def add_model_flags(parser):
@@ -25,3 +25,12 @@ def add_verbose_flag(parser):
   """--verbose: read by t2t_lite/bin/__init__.py before TensorFlow is imported."""
   parser.add_argument("--verbose", action="store_true",
                       help="show TensorFlow's own log (start-up, CUDA probing, C++ warnings)")
+
+
+def add_problem_settings_flag(parser):
+  """--problem_settings: a problem's class settings for the data it prepares."""
+  parser.add_argument("--problem_settings", default="",
+                      help="comma-separated name=value changes to the problem's data settings, "
+                           "e.g. 'vocab_size=8000' or wsj_parsing's 'target_tags=all'; they are "
+                           "stored in data_dir's manifest (a data_dir prepared otherwise is "
+                           "refused) and decoding reads them from the run")

@@ -92,6 +92,7 @@ def parse_args(argv=None):
   add("--log_every", type=int, default=100, help=HELP["log_every"])
   add("--progress_seconds", type=float, default=10.0, help=HELP["progress_seconds"])
   add("--list", action="store_true", help=HELP["list"])
+  flags.add_problem_settings_flag(parser)
   flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and not args.problem:
@@ -130,7 +131,8 @@ def main(argv=None):
   for name in default_dirs(args):
     print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
   try:
-    problem = t2t_lite.get_problem(args.problem)
+    problem = t2t_lite.get_problem(
+        args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
     config = trainer.TrainConfig(
         model_dir=args.model_dir, train_steps=args.train_steps, eval_every=args.eval_every,
