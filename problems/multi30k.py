@@ -7,6 +7,7 @@ Splits: train -> train, dev -> val, test -> test_2016_flickr. Vocabulary: 8k sha
 than unigram; docs/benchmarks.md, "Design measurements").
 """
 import gzip
+import itertools
 import os
 import urllib.error
 import urllib.request
@@ -22,36 +23,39 @@ _SPLIT_FILES = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
 
 
 def read_lines(path):
-  """Lines of a text file (gzipped when the name ends in .gz), via tf.io.gfile."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  if path.endswith(".gz"):
+  """Yields the lines of a text file (gzipped when the name ends in .gz), via tf.io.gfile, one
+  at a time: a corpus of WMT size never sits in memory (bench/datagen_scale.py)."""
+  with tf.io.gfile.GFile(path, "rb") as raw:
+    lines = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
     try:
-      data = gzip.decompress(data)
+      for number, line in enumerate(lines, 1):
+        try:
+          yield line.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+        except UnicodeDecodeError as e:
+          raise ProblemError(
+              f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; cut: EOFError
+      if lines is raw:
+        raise
       raise ProblemError(f"{path} is not a complete gzip file ({e}); download it again or "
                          f"remove it so that it is downloaded") from None
-  lines = data.split(b"\n")
-  if lines and not lines[-1]:
-    lines.pop()
-  text = []
-  for number, line in enumerate(lines, 1):
-    try:
-      text.append(line.rstrip(b"\r").decode("utf-8"))
-    except UnicodeDecodeError as e:
-      raise ProblemError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
-  return text
 
 
 def parallel_lines(source_path, target_path):
-  """(source, target) line pairs of two parallel files; a length mismatch names file and line."""
-  sources, targets = read_lines(source_path), read_lines(target_path)
-  if len(sources) != len(targets):
-    shorter, longer = sorted([(len(sources), source_path), (len(targets), target_path)])
-    raise ProblemError(
-        f"{longer[1]}:{shorter[0] + 1}: line has no counterpart in {shorter[1]} "
-        f"({longer[0]} vs {shorter[0]} lines; the files are not parallel)")
-  return list(zip(sources, targets))
+  """Yields (source, target) line pairs of two parallel files; a length mismatch names file
+  and line (raised when the shorter file ends, after the pairs before it)."""
+  missing = object()
+  pairs = itertools.zip_longest(read_lines(source_path), read_lines(target_path),
+                                fillvalue=missing)
+  for number, (source, target) in enumerate(pairs, 1):
+    if source is missing or target is missing:
+      longer, shorter = ((source_path, target_path) if target is missing
+                         else (target_path, source_path))
+      total = number + sum(1 for _ in pairs)
+      raise ProblemError(
+          f"{longer}:{number}: line has no counterpart in {shorter} "
+          f"({total} vs {number - 1} lines; the files are not parallel)")
+    yield source, target
 
 
 class _Multi30k(Problem):
@@ -92,7 +96,7 @@ class _Multi30k(Problem):
     return self.raw_files(split, raw_dir)
 
   def split_size(self, split, raw_dir):
-    return len(read_lines(self._paths(split, raw_dir)[0]))
+    return sum(1 for _ in read_lines(self._paths(split, raw_dir)[0]))
 
   def raw_pairs(self, split, raw_dir):
     yield from parallel_lines(*self._paths(split, raw_dir))

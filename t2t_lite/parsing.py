@@ -22,6 +22,8 @@ Linearization (Vinyals & Kaiser et al. 2015, "Grammar as a Foreign Language", wi
   gives back the normalised tree EXACTLY (POS tags included) and EVALB, which decides what is
   punctuation from the POS tags, can score the prediction as it is. Every target token that is
   not an opening or a closing bracket is one word slot; an "XX" slot (GAFL style) works too.
+  tree_to_example(tags="words") writes each word itself in its slot (punctuation keeps its tag),
+  "(S (NP Ms. Haag )NP (VP plays )VP . )S"; slots_to_tags reads such a target back as XX tags.
 
 Repair (`example_to_tree`): any target string becomes a well-formed, normalised tree over
   exactly the source words, in order. A closing bracket closes the innermost open constituent
