@@ -1,7 +1,9 @@
-"""Beam-search decoding speed: cached vs uncached, XLA on / off, batch 1 and 32. ONE JSON line.
+"""Beam-search decoding speed: cached vs uncached, XLA on / off, batch 1 and 32, in each compute
+precision. ONE JSON line.
 
 The paper's decoding settings (beam 4, alpha 0.6, max output = input length + 50) on a
-transformer_base-size model (random weights, float32) with a 32k vocabulary; every source
+transformer_base-size model (random weights) with a 32k vocabulary, computing in float32
+("none") and in each of --precisions (t2t_lite/precision.py; the same weights); every source
 sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_length = L), so
 every hypothesis runs to the maximum length, 82 tokens: random weights would otherwise stop at
 arbitrary points, and the number of steps would not be comparable between runs or programs.
@@ -26,11 +28,12 @@ Target (issue 5): cached, batch 32: >= 2.15 sentences/s, half of CTranslate2 fp3
 this machine. Uncached decoding at batch 32 recomputes ~30 TFLOP (the growing prefix: 82 steps
 over 1..82 positions of 128 hypotheses, each with its 32k-way projection): tens of minutes.
 It runs once, without XLA; with XLA (which needs the fixed-size prefix, twice the work) only
-with --all.
+with --all. Uncached decoding is run in float32 only.
 
-  python bench/decode_speed.py            # 7 configurations (~30 minutes)
-  python bench/decode_speed.py --all      # all 8
+  python bench/decode_speed.py            # 11 configurations (~30 minutes)
+  python bench/decode_speed.py --all      # all 12
   python bench/decode_speed.py --quick    # cached only, plus uncached at batch 1
+  python bench/decode_speed.py --quick --batches=32 --uncached=no   # the headline only
 """
 import argparse
 import json
@@ -45,10 +48,24 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
+from t2t_lite import precision as precision_lib  # noqa: E402
 from t2t_lite.search import beams  # noqa: E402
 
 VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
 TARGET_SENTENCES_PER_SECOND = 2.15
+
+
+def build_models(precisions):
+  """{precision: transformer_base model}, all with the float32 model's (seeded) weights."""
+  keras.utils.set_random_seed(0)
+  hparams = t2t_lite.get_hparams("transformer_base")
+  models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
+  for precision in precisions:
+    if precision not in models:
+      with precision_lib.building(precision):
+        models[precision] = t2t_lite.build_model(hparams, VOCAB_SIZE)
+      models[precision].set_weights(models["none"].get_weights())
+  return models
 
 
 def compile_config(model, batch, cached, xla):
@@ -71,7 +88,8 @@ def compile_config(model, batch, cached, xla):
   assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
   return (lambda: decode(inputs)[0].numpy()), {
-      "batch": batch, "cached": cached, "xla": xla, "first_call_seconds": round(first, 1),
+      "precision": precision_lib.of_model(model), "batch": batch, "cached": cached, "xla": xla,
+      "first_call_seconds": round(first, 1),
       "times": [], "cpu_times": []}
 
 
@@ -100,6 +118,17 @@ def summary(result):
                                       / seconds, 1))
 
 
+def cpu_flags():
+  """The CPU features that decide which precision is fast here."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags = set(next(line for line in f if line.startswith("flags")).split())
+  except (OSError, StopIteration):
+    return None
+  return sorted(flags & {"avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
+                         "amx_tile", "avx512_fp16"})
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
@@ -108,38 +137,50 @@ def main():
                       help="also the uncached batch-32 run with XLA (~2x the one without)")
   parser.add_argument("--rounds", type=int, default=3,
                       help="timed rounds per configuration, interleaved; the median is reported")
+  parser.add_argument("--precisions", default="none,bf16",
+                      help="comma-separated compute precisions of the cached decoder "
+                           f"({', '.join(precision_lib.PRECISIONS)}; fp16 is for GPUs)")
+  parser.add_argument("--batches", default="32,1", help="comma-separated batch sizes")
+  parser.add_argument("--uncached", default="yes", choices=("yes", "no"),
+                      help="also the uncached (float32) configurations")
   args = parser.parse_args()
 
-  keras.utils.set_random_seed(0)
-  hparams = t2t_lite.get_hparams("transformer_base")
-  model = t2t_lite.build_model(hparams, VOCAB_SIZE)
+  precisions = [p for p in args.precisions.split(",") if p]
+  for precision in precisions:
+    precision_lib.check(precision)
+  models = build_models(precisions)
   load_before = os.getloadavg()[0]
   configs = []  # (run, result, timed rounds)
-  for batch in (32, 1):
-    for cached in (True, False):
+  for batch in (int(b) for b in args.batches.split(",")):
+    for cached in (True, False) if args.uncached == "yes" else (True,):
       if args.quick and not cached and batch > 1:
         continue
-      for xla in (True, False):
-        if not cached and batch > 1 and xla and not args.all:
-          continue  # Full-buffer recomputation: ~2x the growing prefix's 30+ TFLOP.
-        # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
-        run, result = compile_config(model, batch, cached, xla)
-        configs.append((run, result, args.rounds if cached or batch == 1 else 0))
-        print(json.dumps(result), file=sys.stderr, flush=True)
+      for precision in precisions if cached else ["none"]:
+        for xla in (True, False):
+          if not cached and batch > 1 and xla and not args.all:
+            continue  # Full-buffer recomputation: ~2x the growing prefix's 30+ TFLOP.
+          # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
+          run, result = compile_config(models[precision], batch, cached, xla)
+          configs.append((run, result, args.rounds if cached or batch == 1 else 0))
+          print(json.dumps(result), file=sys.stderr, flush=True)
   for round_index in range(args.rounds):  # interleaved
     for run, result, rounds in configs:
       if round_index < rounds:
         time_round(run, result)
   results = [summary(result) for _, result, _ in configs]
-  median_cached_32 = max(r["sentences_per_second"] for r in results
-                         if r["cached"] and r["batch"] == 32)
+  # Per precision, the faster of XLA on / off (each a median round).
+  cached_32 = {precision: max((r["sentences_per_second"] for r in results
+                               if r["cached"] and r["batch"] == 32
+                               and r["precision"] == precision), default=None)
+               for precision in precisions}
   print(json.dumps({
       "benchmark": "decode_speed", "model": "transformer_base", "vocab_size": VOCAB_SIZE,
       "source_length": SOURCE_LENGTH, "output_length": SOURCE_LENGTH + EXTRA_LENGTH,
-      "beam_size": BEAM_SIZE, "alpha": ALPHA, "results": results,
-      "cached_batch32_sentences_per_second": median_cached_32,  # the faster of XLA on / off
+      "beam_size": BEAM_SIZE, "alpha": ALPHA, "rounds": args.rounds, "results": results,
+      "cached_batch32_sentences_per_second": cached_32,
       "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
-      "meets_target": median_cached_32 >= TARGET_SENTENCES_PER_SECOND,
+      "meets_target": (cached_32.get("none") or 0) >= TARGET_SENTENCES_PER_SECOND,
+      "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))
 

@@ -2,10 +2,16 @@
 
   python bench/input_pipeline.py [--raw_dir=../shared/data/multi30k] [--data_dir=DIR]
 
-Prints one JSON line: `real_token_ratio` is the fraction of token slots (B*S + B*T summed over
-batches) holding real tokens rather than padding, at a 4,096-token batch (target: >= 0.90);
-`tokens_per_sec` counts real tokens delivered per second by the pipeline after a warm-up
-(the first pass, which fills the in-memory cache, is excluded).
+Prints one JSON line with, for each batching of a 4,096-token batch, `real_token_ratio`: the
+fraction of token slots (B*S + B*T summed over batches) holding real tokens rather than padding,
+and `tokens_per_sec`: real tokens delivered per second after a warm-up (the first pass, which
+fills the in-memory cache and the shuffle buffer, is excluded). The batchings:
+  buckets         the default (length buckets, each batch padded to its longest example; target:
+                  >= 0.90);
+  static_buckets  what TPU / XLA training reads without packing (padded to the bucket bounds);
+  packed          --pack (t2t_lite/packing.py: several examples per row, one static shape;
+                  issue 16's target: >= 0.97).
+The three are measured one after the other, each over --batches batches.
 """
 import argparse
 import json
@@ -43,27 +49,32 @@ def measure(args, data_dir):
   problem.prepare(data_dir, args.raw_dir)
   prepare_seconds = time.perf_counter() - start
   hparams = t2t_lite.get_hparams("transformer_base")
-  dataset = problem.dataset("train", data_dir, hparams, training=True,
-                            batch_tokens=args.batch_tokens, seed=0)
-  batches = iter(dataset)
+  result = {"bench": "input_pipeline", "problem": "multi30k_ende", "split": "train",
+            "batch_tokens": args.batch_tokens, "batches": args.batches,
+            "packed_lengths": problem.packed_lengths(data_dir, hparams.max_length)}
+  for name, options in (("buckets", {}), ("static_buckets", {"static_shapes": True}),
+                        ("packed", {"pack": True})):
+    dataset = problem.dataset("train", data_dir, hparams, training=True,
+                              batch_tokens=args.batch_tokens, seed=0, **options)
+    result[name] = measure_batches(iter(dataset), args.batches)
+  result["prepare_seconds"] = round(prepare_seconds, 1)
+  print(json.dumps(result))
+
+
+def measure_batches(batches, count):
   for _ in range(200):  # Warm-up: fills the cache and the shuffle buffer.
     next(batches)
   real = slots = max_side = 0
   start = time.perf_counter()
-  for _ in range(args.batches):
+  for _ in range(count):
     batch = next(batches)
     inputs, targets = batch["inputs"].numpy(), batch["targets"].numpy()
     real += int(np.count_nonzero(inputs) + np.count_nonzero(targets))
     slots += inputs.size + targets.size
     max_side = max(max_side, inputs.size, targets.size)
   seconds = time.perf_counter() - start
-  print(json.dumps({
-      "bench": "input_pipeline", "problem": "multi30k_ende", "split": "train",
-      "batch_tokens": args.batch_tokens, "batches": args.batches,
-      "real_token_ratio": round(real / slots, 4),
-      "tokens_per_sec": round(real / seconds), "max_tokens_per_side": max_side,
-      "prepare_seconds": round(prepare_seconds, 1)}))
-
+  return {"real_token_ratio": round(real / slots, 4), "tokens_per_sec": round(real / seconds),
+          "max_tokens_per_side": max_side}
 
 if __name__ == "__main__":
   main()

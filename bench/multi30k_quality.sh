@@ -3,8 +3,10 @@
 #
 # Trains d_model 256, 3+3 layers, d_ff 1024, 4 heads on multi30k_ende (joint 8k BPE, ~4k-token
 # batches, warmup 800, a checkpoint every 2 minutes) for MINUTES (default 40) of wall-clock time,
-# averages the last 5 checkpoints, decodes test_2016_flickr with beam 4 / alpha 0.6 and prints
-# one JSON line with sacrebleu's BLEU, the steps trained and the CPU steal time during training.
+# averages the last 5 checkpoints, decodes test_2016_flickr with beam 4 / alpha 0.6 in each
+# inference precision of DECODE_PRECISIONS and prints one JSON line with sacrebleu's BLEU of
+# each (and the fraction of sentences whose output equals float32's), the steps trained and the
+# CPU steal time during training.
 # The bar (issue 4): a PyTorch model of the same size, trained the same way on this machine for
 # 40 minutes, reaches 38.4.
 #
@@ -15,7 +17,8 @@
 # /tmp/t2t_lite_multi30k_quality; its data/ is reused across runs, model/ is started afresh),
 # MINUTES, XLA (1 = --xla, default 0: on this 2-core CPU XLA's per-bucket compilations cost more
 # than they save; see README, "XLA and mixed precision"), PRECISION (--mixed_precision: none, the
-# default and the bar's float32, or bf16).
+# default and the bar's float32, or bf16), DECODE_PRECISIONS (t2t-lite-decode --precision, default
+# "none bf16"; the first one's BLEU is the headline).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +27,7 @@ WORK="${WORK:-/tmp/t2t_lite_multi30k_quality}"
 MINUTES="${MINUTES:-40}"
 XLA="${XLA:-0}"
 PRECISION="${PRECISION:-none}"
+DECODE_PRECISIONS="${DECODE_PRECISIONS:-none bf16}"
 PY="${PYTHON:-python}"
 
 if [[ ! -f "$RAW_DIR/test_2016_flickr.en.gz" ]]; then
@@ -69,10 +73,16 @@ for lang in ("en", "de"):
     f.write(text)
 EOF
 
-"$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg5" --input_file="$WORK/test.en" \
-  --output_file="$WORK/test.hyp" --beam_size=4 --alpha=0.6 --no_progress
+for precision in $DECODE_PRECISIONS; do
+  decode_start=$(date +%s)
+  "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg5" --input_file="$WORK/test.en" \
+    --output_file="$WORK/test.$precision.hyp" --beam_size=4 --alpha=0.6 --no_progress \
+    --precision="$precision"
+  echo $(( $(date +%s) - decode_start )) > "$WORK/test.$precision.seconds"
+done
 
-"$PY" - "$WORK" "$train_seconds" "$num_last" "$PRECISION" "$ticks_before" "$ticks_after" <<'EOF'
+"$PY" - "$WORK" "$train_seconds" "$num_last" "$PRECISION" "$ticks_before" "$ticks_after" \
+  $DECODE_PRECISIONS <<'EOF'
 import json, re, sys
 import sacrebleu
 work, seconds = sys.argv[1], int(sys.argv[2])
@@ -80,13 +90,20 @@ before, after = sys.argv[5].split(), sys.argv[6].split()  # [steal, total] ticks
 steal = None
 if before and after and int(after[1]) > int(before[1]):
   steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
-hyps = open(f"{work}/test.hyp", encoding="utf-8").read().splitlines()
+precisions = sys.argv[7:]
 refs = open(f"{work}/test.de", encoding="utf-8").read().splitlines()
 metric = sacrebleu.metrics.BLEU()
-bleu = metric.corpus_score(hyps, [refs])
+hyps = {p: open(f"{work}/test.{p}.hyp", encoding="utf-8").read().splitlines()
+        for p in precisions}
+decodes = {p: {"bleu": round(metric.corpus_score(hyps[p], [refs]).score, 2),
+               "identical_to_first": round(sum(a == b for a, b in zip(hyps[p], hyps[precisions[0]]))
+                                           / len(refs), 4),
+               "decode_seconds": int(open(f"{work}/test.{p}.seconds").read())}
+           for p in precisions}
 steps = [int(s) for s in re.findall(r"^done: step (\d+)", open(f"{work}/train.log").read(), re.M)]
 print(json.dumps({"bench": "multi30k_quality", "problem": "multi30k_ende",
-                  "split": "test_2016_flickr", "bleu": round(bleu.score, 2),
+                  "split": "test_2016_flickr", "bleu": decodes[precisions[0]]["bleu"],
+                  "decode_precisions": decodes,
                   "signature": str(metric.get_signature()), "train_seconds": seconds,
                   "train_steps": steps[-1] if steps else 0, "averaged": int(sys.argv[3]),
                   "mixed_precision": sys.argv[4], "cpu_steal": steal,

@@ -21,8 +21,11 @@
 # AT_MINUTES (earlier marks to score too, e.g. "10 20"),
 # HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM (default: the
 # hparams set's, 4), ALPHA, DEV_EXAMPLES (dev sentences decoded at each evaluation, default 50;
-# 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 600),
-# PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a fresh WORK with them).
+# 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 1000),
+# PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a fresh WORK with them),
+# PRECISION (training's --mixed_precision, default bf16: on a CPU with AVX-512 bf16 or AMX its
+# steps are much faster than float32's, see docs/benchmarks.md; none = float32),
+# DECODE_PRECISION (the test decodes' --precision, default none).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,7 +37,9 @@ AT_MINUTES="${AT_MINUTES:-}"
 HPARAMS="${HPARAMS:-transformer_parsing_small}"
 OVERRIDES="${OVERRIDES:-}"
 DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
-EVAL_EVERY="${EVAL_EVERY:-600}"
+EVAL_EVERY="${EVAL_EVERY:-1000}"
+PRECISION="${PRECISION:-bf16}"
+DECODE_PRECISION="${DECODE_PRECISION:-none}"
 PY="${PYTHON:-python}"
 
 if ! ls "$RAW_DIR"/*.mrg >/dev/null 2>&1 && [[ -z "$(find "$RAW_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
@@ -61,7 +66,7 @@ start=$(date +%s)
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints="$(( ${MINUTES%.*} / 2 + 6 ))" \
   --eval_every="$EVAL_EVERY" --eval_steps=10 --eval_decode_examples="$DEV_EXAMPLES" \
-  --log_every=50 --noxla --mixed_precision=none --seed=1 2>&1 | tee "$WORK/train.log"
+  --log_every=50 --noxla --mixed_precision="$PRECISION" --seed=1 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
@@ -110,14 +115,16 @@ for mark in $AT_MINUTES "$MINUTES"; do
   "$PY" -m t2t_lite.bin.decode --model_dir="$WORK/avg_$mark" --input_file="$WORK/test.src" \
     --output_file="$WORK/test.$mark.hyp" --reference_file="$WORK/test.gold" \
     --evalb_report="$WORK/test.$mark.evalb" "${beam_flags[@]}" --no_progress \
+    --precision="$DECODE_PRECISION" \
     2> "$WORK/decode.$mark.log" || { cat "$WORK/decode.$mark.log" >&2; exit 1; }
 done
 decode_seconds=$(( $(date +%s) - decode_start ))
 
-"$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$ticks_before" "$ticks_after" \
+PRECISION="$PRECISION" DECODE_PRECISION="$DECODE_PRECISION" \
+  "$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$ticks_before" "$ticks_after" \
   "$load_before" "$load_after" "$HPARAMS" "$OVERRIDES" "${TEST_DIR:-test split}" \
   $AT_MINUTES "$MINUTES" <<'EOF'
-import json, re, sys
+import json, os, re, sys
 import t2t_lite
 from t2t_lite import model_dir, parsing
 (work, seconds, decode_seconds, before, after, load_before, load_after, hparams, overrides,
@@ -157,6 +164,8 @@ dev = re.findall(r"dev_bracket_f1 ([0-9.]+)", log)
 print(json.dumps({
     "bench": "ptb_quality", "problem": "wsj_parsing", "hparams": hparams,
     "overrides": overrides, "problem_settings": problem.settings(), "test": test,
+    "train_precision": os.environ["PRECISION"],
+    "decode_precision": os.environ["DECODE_PRECISION"],
     **final, "minutes": float(marks[-1]),
     "at_minutes": {mark: {k: results[mark][k] for k in ("f1", "exact_match", "steps")}
                    for mark in marks[:-1]},

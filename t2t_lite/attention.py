@@ -18,6 +18,14 @@ def padding_bias(ids):
   return tf.cast(tf.equal(ids, 0), tf.float32)[:, None, None, :] * NEG_INF
 
 
+def segment_bias(query_segments, key_segments):
+  """Packed rows (packing.py): int [B, T], [B, S] segment ids (0 = padding) -> float32
+  [B, 1, T, S] bias letting a query attend only to keys of its own example."""
+  same = tf.equal(query_segments[:, :, None], key_segments[:, None, :])  # [B, T, S]
+  allowed = tf.logical_and(same, tf.not_equal(key_segments, 0)[:, None, :])
+  return (1.0 - tf.cast(allowed, tf.float32))[:, None] * NEG_INF
+
+
 def causal_bias(length):
   """-> float32 [1, 1, T, T] bias hiding every later position from each query (section 3.2.3)."""
   allowed = tf.linalg.band_part(tf.ones([length, length]), -1, 0)  # lower triangle

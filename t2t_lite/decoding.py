@@ -92,9 +92,10 @@ class Translator:
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
-                     extra_length=None, **kwargs):
-    """The model of model_dir; settings left None resolved by `DecodeSettings.resolve`."""
-    loaded = model_dir_lib.load(model_dir, checkpoint_path)
+                     extra_length=None, precision="none", **kwargs):
+    """The model of model_dir, computing in `precision` (precision.py); settings left None
+    resolved by `DecodeSettings.resolve`."""
+    loaded = model_dir_lib.load(model_dir, checkpoint_path, precision)
     settings = DecodeSettings.resolve(loaded.problem, loaded.hparams, beam_size=beam_size,
                                       alpha=alpha, extra_length=extra_length)
     kwargs.setdefault("constraint", problem_constraint(loaded.problem, model_dir))
@@ -184,17 +185,19 @@ def problem_constraint(problem, directory):
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
-              extra_length=None, batch_size=32):
+              extra_length=None, batch_size=32, precision="none"):
   """Translates `sentences` with the model in model_dir -> (texts, scores), in order.
 
   beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
   4, 0.6, 50). Scores are the length-penalised log-probabilities of the outputs (beam 1:
-  log-probabilities). Builds the model each call: use `Translator.from_model_dir` for many calls.
+  log-probabilities). precision: "none" (float32), "bf16" or "fp16" (precision.py). Builds the
+  model each call: use `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
     raise DecodingError("translate() takes a list of sentences, got one string")
   translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
-                                         alpha=alpha, extra_length=extra_length)
+                                         alpha=alpha, extra_length=extra_length,
+                                         precision=precision)
   return translator.translate(list(sentences), batch_size=batch_size)
 
 

@@ -9,18 +9,24 @@ import numpy as np
 import tensorflow as tf
 
 
-def sinusoid_positions(length, depth, start=0):
+def sinusoid(positions, depth):
   """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 
-  Interleaved exactly as section 3.5 writes it. `start` may be a scalar tensor (decode steps).
-  Returns float32 [length, depth].
+  Interleaved exactly as section 3.5 writes it. positions int [...] -> float32 [..., depth].
   """
-  positions = tf.cast(tf.range(length) + start, tf.float32)[:, None]  # [T, 1]
   two_i = np.arange(0, depth, 2, dtype=np.float32)  # 2i for each sin/cos pair
-  inv_freq = tf.constant(1.0 / np.power(10000.0, two_i / depth), tf.float32)[None, :]
-  angles = positions * inv_freq  # [T, D/2]
-  pe = tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1)  # [T, D/2, 2]
-  return tf.reshape(pe, [length, depth])  # [T, D] interleaved sin, cos
+  inv_freq = tf.constant(1.0 / np.power(10000.0, two_i / depth), tf.float32)
+  angles = tf.cast(positions, tf.float32)[..., None] * inv_freq  # [..., D/2]
+  pe = tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1)  # [..., D/2, 2]
+  shape = (positions.shape.as_list() if positions.shape.is_fully_defined()
+           else tf.shape(positions))
+  return tf.reshape(pe, tf.concat([shape, [depth]], 0))  # interleaved sin, cos
+
+
+def sinusoid_positions(length, depth, start=0):
+  """PE of positions start .. start+length-1 -> float32 [length, depth]. `start` may be a
+  scalar tensor (decode steps)."""
+  return sinusoid(tf.range(length) + start, depth)
 
 
 class SharedEmbedding(keras.layers.Layer):
@@ -74,7 +80,13 @@ class PositionEncoding(keras.layers.Layer):
           name="positions", shape=(self.max_length, self.d_model),
           initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
 
-  def call(self, x, start=0):
+  def call(self, x, start=0, positions=None):
+    """x [B, T, D] + the vectors of positions start, start+1, ... or, in packed rows, of
+    `positions` int [B, T] (each example's own, restarting at 0)."""
+    if positions is not None:
+      pe = (tf.gather(self.positions, positions) if self.kind == "learned"
+            else sinusoid(positions, self.d_model))  # [B, T, D]
+      return x + tf.cast(pe, x.dtype)
     length = tf.shape(x)[1]
     if self.kind == "learned":
       pe = tf.slice(self.positions, [start, 0], [length, self.d_model])

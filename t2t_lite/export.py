@@ -31,7 +31,7 @@ import re
 import keras
 import tensorflow as tf
 
-from t2t_lite import decoding, files, search
+from t2t_lite import decoding, files, precision, search
 from t2t_lite.tokenizer import EOS_ID, PAD_ID
 from t2t_lite.errors import T2TLiteError
 
@@ -77,7 +77,7 @@ class TranslationModule(tf.Module):
   def settings(self):
     return {"beam_size": self.beam_size, "alpha": self.alpha, "extra_length": self.extra_length,
             "max_input_length": self.max_input_length, "vocab_size": self.vocab_size,
-            "jit_compile": self.jit_compile}
+            "jit_compile": self.jit_compile, "precision": precision.of_model(self.model)}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_text(self, inputs):
@@ -187,11 +187,13 @@ def save(module, export_dir, extra_info=None):
 
 
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=None, alpha=None,
-                     extra_length=None, max_input_length=None, jit_compile=False):
+                     extra_length=None, max_input_length=None, jit_compile=False,
+                     precision="none"):
   """Exports the model trained in model_dir (its latest checkpoint, or `checkpoint_path`).
 
   Settings left None default as in t2t-lite-decode: hparams.json's, else the problem's;
-  max_input_length: hparams.max_length. Returns the written `<export_dir>/<version>`.
+  max_input_length: hparams.max_length. precision: the graph's compute precision (precision.py;
+  the weights stay float32), written to the settings file. Returns `<export_dir>/<version>`.
   """
   # Before the model is loaded: an export_dir that is a file fails at once (created by `save`
   # only once there is a model to write, so a failed export leaves nothing behind).
@@ -199,7 +201,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, beam_size=N
     raise ExportError(f"export_dir {export_dir} is a file, not a directory")
   translator = decoding.Translator.from_model_dir(
       model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
-      max_input_length=max_input_length)
+      max_input_length=max_input_length, precision=precision)
   module = TranslationModule(translator, jit_compile=jit_compile)
   return save(module, export_dir, extra_info={
       "model_dir": model_dir, "checkpoint": translator.loaded.checkpoint,

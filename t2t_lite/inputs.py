@@ -11,9 +11,12 @@ has at most `batch_tokens` source tokens and at most `batch_tokens` target token
 included). An example's length is max(source length, target length), EOS included.
 
 `static_shapes=True` (TPU / XLA) pads both sides to the bucket's upper bound and drops partial
-batches, so only one shape per bucket is ever produced.
+batches, so only one shape per bucket is ever produced. `packed_lengths` replaces buckets by
+packed rows (packing.py): one shape, several examples per row.
 """
 import tensorflow as tf
+
+from t2t_lite import packing
 
 _FEATURES = ("inputs", "targets")
 
@@ -104,7 +107,8 @@ def batch_by_length(ds, batch_tokens, max_length, static_shapes=False, drop_rema
 
 
 def pipeline(files, batch_tokens, max_length, training, *, seed=None, num_shards=1,
-             shard_index=0, static_shapes=False, cache=False, shuffle_buffer=20000):
+             shard_index=0, static_shapes=False, cache=False, shuffle_buffer=20000,
+             packed_lengths=None):
   """The full pipeline over cached TFRecord `files`: batches {"inputs": int32 [B, S],
   "targets": int32 [B, T]}.
 
@@ -117,14 +121,26 @@ def pipeline(files, batch_tokens, max_length, training, *, seed=None, num_shards
     num_shards, shard_index: this worker's share for multi-worker training.
     static_shapes: pad to bucket bounds and drop partial batches (TPU / XLA).
     cache: keep the parsed examples in memory after the first pass (small datasets).
+    packed_lengths: (S, T) for packed batches instead of buckets (training only, see
+      packing.py): batch_tokens // T rows, each example within both lengths.
   """
   ds = read_records(files, num_shards, shard_index)
   if cache:
     ds = ds.cache()
   ds = ds.filter(lambda ex: example_length(ex) <= max_length)
+  if packed_lengths:
+    if not training:
+      raise ValueError("packed batches are for training only (evaluation keeps examples apart)")
+    # Problem.packed_lengths keeps each side's longest example within its length.
+    ds = ds.filter(lambda ex: tf.logical_and(
+        tf.shape(ex["inputs"])[0] <= packed_lengths[0],
+        tf.shape(ex["targets"])[0] <= packed_lengths[1]))
   if training:
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-  ds = batch_by_length(ds, batch_tokens, max_length, static_shapes)
+  if packed_lengths:
+    ds = packing.batch_packed(ds, batch_tokens, packed_lengths)
+  else:
+    ds = batch_by_length(ds, batch_tokens, max_length, static_shapes)
   options = tf.data.Options()
   options.deterministic = seed is not None or not training
   return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

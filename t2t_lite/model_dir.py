@@ -33,6 +33,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from t2t_lite import files
+from t2t_lite import precision as precision_lib
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.hparams import HParams
 
@@ -289,13 +290,15 @@ def _data_settings(model_dir):
   return read_json(path).get("settings", {}) if tf.io.gfile.exists(path) else {}
 
 
-def load(model_dir, checkpoint_path: Optional[str] = None):
-  """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary."""
+def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
+  """Builds the model of model_dir/hparams.json to compute in `precision` (precision.py),
+  restores its checkpoint and the vocabulary."""
   import t2t_lite  # The package's registries; imported here as the package imports us.
   hparams = read_hparams(model_dir)
   problem = t2t_lite.get_problem(read_run_info(model_dir)["problem"], **_data_settings(model_dir))
   tokenizer = problem.tokenizer(model_dir)
-  model = t2t_lite.build_model(hparams, tokenizer.vocab_size)
+  with precision_lib.building(precision):
+    model = t2t_lite.build_model(hparams, tokenizer.vocab_size)
   if checkpoint_path:  # Asked for by name: no other one will do.
     checkpoint = find_checkpoint(model_dir, checkpoint_path)
     try:

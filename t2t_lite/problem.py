@@ -177,9 +177,10 @@ class Problem:
     Logs a progress line (pairs read, pairs/s, ETA when split_size knows the total) at most
     every progress_seconds while reading a split (0: only each split's final line).
 
-    Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths"}}: pairs read,
-    examples written, pairs skipped for an empty side (and the first pair numbers, 1-based),
-    and a histogram {length: count} of example lengths (max of both sides, EOS included).
+    Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths", "tokens",
+    "longest"}}: pairs read, examples written, pairs skipped for an empty side (and the first
+    pair numbers, 1-based), a histogram {length: count} of example lengths (max of both sides,
+    EOS included), and per side [source, target] the total and the longest example's tokens.
     """
     if self.is_prepared(data_dir):
       manifest = self.manifest(data_dir)
@@ -214,7 +215,8 @@ class Problem:
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     text_file = (tf.io.gfile.GFile(os.path.join(data_dir, f"{split}.pairs.jsonl"), "w")
                  if split != "train" else None)
-    stats = {"pairs": 0, "examples": 0, "empty": 0, "empty_pairs": [], "lengths": {}}
+    stats = {"pairs": 0, "examples": 0, "empty": 0, "empty_pairs": [], "lengths": {},
+             "tokens": [0, 0], "longest": [0, 0]}  # per side: source, target
     chunk = []
     progress = Progress(f"{self.name} {split}", "pairs", total=self.split_size(split, raw_dir),
                         every_seconds=progress_seconds, log=logger.info)
@@ -227,6 +229,9 @@ class Problem:
             inputs.serialize_example(source_ids, target_ids))
         length = str(max(len(source_ids), len(target_ids)))
         stats["lengths"][length] = stats["lengths"].get(length, 0) + 1
+        for side, ids in enumerate((source_ids, target_ids)):
+          stats["tokens"][side] += len(ids)
+          stats["longest"][side] = max(stats["longest"][side], len(ids))
         stats["examples"] += 1
       chunk.clear()
 
@@ -272,8 +277,26 @@ class Problem:
     lengths = self.manifest(data_dir)["splits"][canonical_split(split)]["lengths"]
     return sum(count for length, count in lengths.items() if int(length) > max_length)
 
+  def packed_lengths(self, data_dir, max_length):
+    """(source, target) row lengths of packed batches: max_length for the side with more
+    tokens in the train split; the other side shorter by the ratio of their token counts
+    (rounded up to a multiple of 8, never below its longest example), so both sides fill
+    alike. Data prepared before the manifest counted tokens gets max_length for both."""
+    stats = self.manifest(data_dir)["splits"]["train"]
+    if "tokens" not in stats:
+      return max_length, max_length
+    tokens, longest = stats["tokens"], stats["longest"]
+    long_side = 0 if tokens[0] > tokens[1] else 1
+    short_side = 1 - long_side
+    ratio = tokens[short_side] / max(tokens[long_side], 1)
+    short = min(max_length, max(-(-int(max_length * ratio) // 8) * 8, longest[short_side]))
+    lengths = [max_length, max_length]
+    lengths[short_side] = short
+    return tuple(lengths)
+
   def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
-              num_shards=1, shard_index=0, input_context=None, static_shapes=False, cache=None):
+              num_shards=1, shard_index=0, input_context=None, static_shapes=False, cache=None,
+              pack=False):
     """Batches {"inputs": int32 [B, S], "targets": int32 [B, T]} of a prepared split.
 
     Args:
@@ -286,6 +309,8 @@ class Problem:
       num_shards, shard_index: this worker's share; or pass a tf.distribute.InputContext.
       static_shapes: pad to bucket bounds and drop partial batches (TPU / XLA).
       cache: keep parsed examples in memory; None = cache_in_memory, but never when training.
+      pack: packed rows of `packed_lengths` (training only; see packing.py): one static shape,
+        with segment ids and positions per example.
     """
     split = canonical_split(split)
     manifest = self.manifest(data_dir)
@@ -303,7 +328,8 @@ class Problem:
     return inputs.pipeline(
         files, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
-        cache=self.cache_in_memory and not training if cache is None else cache)
+        cache=self.cache_in_memory and not training if cache is None else cache,
+        packed_lengths=self.packed_lengths(data_dir, hparams.max_length) if pack else None)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""

@@ -27,10 +27,9 @@ import tensorflow as tf
 from t2t_lite import distribute, losses, optimization, preemption, train_step, training_log
 from t2t_lite import lease as lease_lib
 from t2t_lite import model_dir as model_dir_lib
+from t2t_lite import precision as precision_lib
 from t2t_lite.errors import RunFailure, T2TLiteError
 from t2t_lite.transformer import build_model
-
-PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
 class TrainerError(T2TLiteError, ValueError):
@@ -54,6 +53,7 @@ class TrainConfig:
   seed: int = 1
   steps_per_execution: int = 0  # Optimizer steps per host call; 0 = auto (1, 100 on TPU).
   static_shapes: Optional[bool] = None  # None = on for TPU and XLA (bounds recompilations).
+  pack: bool = False  # Packed training batches (packing.py): one static shape.
   log_every: int = 100
   train_minutes: Optional[float] = None  # Also stop (and save) after this wall-clock time.
 
@@ -61,9 +61,7 @@ class TrainConfig:
     if self.strategy not in distribute.STRATEGIES:
       raise TrainerError(f"unknown strategy {self.strategy!r}; expected one of "
                          f"{', '.join(distribute.STRATEGIES)}")
-    if self.mixed_precision not in PRECISIONS:
-      raise TrainerError(f"unknown mixed_precision {self.mixed_precision!r}; expected one of "
-                         f"{', '.join(PRECISIONS)}")
+    precision_lib.check(self.mixed_precision, TrainerError)
     for name in ("train_steps", "eval_every", "grad_accum_steps", "keep_checkpoints",
                  "log_every"):
       if getattr(self, name) <= 0:
@@ -81,14 +79,13 @@ def _building(seed, precision):
   """While building: weights and dropout layer seeds drawn from `seed` (Keras draws unseeded
   initializers' seeds from Python's `random`), and the mixed precision policy `precision`.
   Both are put back afterwards."""
-  random_state, policy = random.getstate(), keras.mixed_precision.global_policy()
+  random_state = random.getstate()
   random.seed(seed)
-  keras.mixed_precision.set_global_policy(PRECISIONS[precision])
   try:
-    yield
+    with precision_lib.building(precision):
+      yield
   finally:
     random.setstate(random_state)
-    keras.mixed_precision.set_global_policy(policy)
 
 
 class Trainer:
@@ -124,8 +121,9 @@ class Trainer:
                           else config.static_shapes)
     self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
     self.train_cache = _train_cache_of(config.model_dir, problem)
+    _check_same_packing(config.model_dir, config.pack)
     self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
-                         train_cache=self.train_cache,
+                         train_cache=self.train_cache, packed=config.pack,
                          grad_accum_steps=config.grad_accum_steps,
                          num_replicas=self.num_replicas,
                          mixed_precision=config.mixed_precision, data_dir=data_dir)
@@ -180,7 +178,8 @@ class Trainer:
     return self.problem.dataset(
         "train", self.data_dir, self.hparams, training=True,
         batch_tokens=self.micro_batch_tokens, seed=self.config.seed, input_context=input_context,
-        static_shapes=self.static_shapes, **({"cache": True} if self.train_cache else {}))
+        static_shapes=self.static_shapes, pack=self.config.pack,
+        **({"cache": True} if self.train_cache else {}))
 
   def _eval_dataset_fn(self, input_context):
     ds = self.problem.dataset(
@@ -378,6 +377,19 @@ def _train_cache_of(model_dir, problem):
     return False
   older = getattr(problem, "cache_in_memory", False)
   return bool(model_dir_lib.read_json(path).get("train_cache", older))
+
+
+def _check_same_packing(model_dir, pack):
+  """A run resumes with the pipeline it started with: the iterator state saved in its
+  checkpoints restores only into that one (run.json's "packed")."""
+  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
+  if not tf.io.gfile.exists(path):
+    return
+  packed = bool(model_dir_lib.read_json(path).get("packed", False))
+  if packed != pack:
+    raise TrainerError(f"{model_dir} was trained {'with' if packed else 'without'} --pack; "
+                       f"resume it {'with' if packed else 'without'} --pack or use a new "
+                       "--model_dir")
 
 
 def train(problem, hparams, data_dir, config, vocab_size, run_info=None, metric_fn=None,

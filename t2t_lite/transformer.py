@@ -6,7 +6,8 @@ F d_ff, V vocabulary. Token id 0 is padding, id 1 end-of-sequence.
 import keras
 import tensorflow as tf
 
-from t2t_lite.attention import MultiHeadAttention, cache_bias, causal_bias, padding_bias
+from t2t_lite.attention import (MultiHeadAttention, cache_bias, causal_bias, padding_bias,
+                                segment_bias)
 from t2t_lite.dropout import Dropout
 from t2t_lite.embedding import PositionEncoding, SharedEmbedding
 
@@ -143,6 +144,9 @@ class Transformer(keras.Model):
 
   call({"inputs": int32 [B, S], "targets": int32 [B, T]}) -> float32 logits [B, T, V] that
   predict `targets` with teacher forcing: the decoder reads targets shifted right by one.
+  Packed rows (packing.py) add "inputs_segmentation", "inputs_position" [B, S] and
+  "targets_segmentation", "targets_position" [B, T]: attention then stays inside each example,
+  positions restart, and each example's decoder starts from the start symbol.
   """
 
   def __init__(self, hparams, vocab_size, **kwargs):
@@ -186,18 +190,21 @@ class Transformer(keras.Model):
       layer.build(shape)
     self.built = True
 
-  def _embed(self, ids, side, training, start=0):
+  def _embed(self, ids, side, training, start=0, positions=None):
     """ids [B, T] -> dropout(embedding * sqrt(D) + positions) [B, T, D]."""
-    x = getattr(self, f"{side}_positions")(self.embedding(ids), start=start)
+    x = getattr(self, f"{side}_positions")(self.embedding(ids), start=start, positions=positions)
     return self.input_dropout(x, training=training)
 
   def _final_norm(self, x, side):
     return getattr(self, f"{side}_norm")(x) if self.hparams.norm_type == "pre" else x
 
-  def encode(self, inputs, training=False, return_attention=False):
-    """inputs int [B, S] -> (encoder output [B, S, D], padding mask bool [B, S])."""
-    bias = padding_bias(inputs)  # [B, 1, 1, S]
-    x = self._embed(inputs, "encoder", training)
+  def encode(self, inputs, training=False, return_attention=False, segments=None,
+             positions=None):
+    """inputs int [B, S] -> (encoder output [B, S, D], padding mask bool [B, S]).
+    segments, positions: int [B, S] of packed rows."""
+    bias = (padding_bias(inputs) if segments is None  # [B, 1, 1, S]
+            else segment_bias(segments, segments))  # [B, 1, S, S]
+    x = self._embed(inputs, "encoder", training, positions=positions)
     weights = []
     for layer in self.encoder_layers:
       if return_attention:
@@ -208,12 +215,19 @@ class Transformer(keras.Model):
     outputs = (self._final_norm(x, "encoder"), tf.not_equal(inputs, 0))
     return outputs + (weights,) if return_attention else outputs
 
-  def decode(self, targets, encoder_output, inputs_mask, training=False, return_attention=False):
-    """targets int [B, T] (shifted right here) -> logits float32 [B, T, V]."""
+  def decode(self, targets, encoder_output, inputs_mask, training=False, return_attention=False,
+             segments=None, positions=None, inputs_segments=None):
+    """targets int [B, T] (shifted right here) -> logits float32 [B, T, V].
+    segments, positions int [B, T] and inputs_segments [B, S]: of packed rows."""
     decoder_inputs = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]  # [B, T], starts with 0
-    memory_bias = _mask_to_bias(inputs_mask)  # [B, 1, 1, S]
     self_bias = causal_bias(tf.shape(targets)[1])  # [1, 1, T, T]
-    x = self._embed(decoder_inputs, "decoder", training)
+    if segments is None:
+      memory_bias = _mask_to_bias(inputs_mask)  # [B, 1, 1, S]
+    else:  # Every example starts from 0, not from the previous example's EOS.
+      decoder_inputs = tf.where(tf.equal(positions, 0), 0, decoder_inputs)
+      memory_bias = segment_bias(segments, inputs_segments)  # [B, 1, T, S]
+      self_bias += segment_bias(segments, segments)  # [B, 1, T, T]
+    x = self._embed(decoder_inputs, "decoder", training, positions=positions)
     self_weights, cross_weights = [], []
     for layer in self.decoder_layers:
       out = layer(x, encoder_output, self_bias, memory_bias, training=training,
@@ -226,8 +240,15 @@ class Transformer(keras.Model):
     return (logits, self_weights, cross_weights) if return_attention else logits
 
   def call(self, features, training=False):
-    encoder_output, inputs_mask = self.encode(features["inputs"], training=training)
-    return self.decode(features["targets"], encoder_output, inputs_mask, training=training)
+    packed = {name: features.get(name) for name in (
+        "inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position")}
+    encoder_output, inputs_mask = self.encode(
+        features["inputs"], training=training, segments=packed["inputs_segmentation"],
+        positions=packed["inputs_position"])
+    return self.decode(features["targets"], encoder_output, inputs_mask, training=training,
+                       segments=packed["targets_segmentation"],
+                       positions=packed["targets_position"],
+                       inputs_segments=packed["inputs_segmentation"])
 
   def attention_maps(self, inputs, targets):
     """All attention weights, for pictures: name -> list over layers of [B, H, T_q, T_k]."""

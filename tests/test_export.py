@@ -16,6 +16,8 @@ import sys
 import keras
 import pytest
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import saved_model_pb2
 
 import t2t_lite
 from t2t_lite import decoding, export
@@ -365,3 +367,39 @@ def test_xla_compiled_beam_search_answers_the_same():
   plain, compiled = (module.translate_text(texts) for module in modules)
   assert compiled["outputs"].numpy().tolist() == plain["outputs"].numpy().tolist()
   assert compiled["scores"].numpy() == pytest.approx(plain["scores"].numpy(), abs=1e-4)
+
+
+def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp_path):
+  """--precision=bf16: bfloat16 matmuls in the graph TF Serving loads (weights stay float32),
+  the precision in the settings file, and `saved_model_cli run` printing what
+  `t2t-lite-decode --precision=bf16` prints."""
+  import numpy as np
+  export_dir = str(tmp_path / "exports")
+  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
+                             "--extra_length", str(EXTRA_LENGTH), "--precision", "bf16"])
+  assert code == 0, err
+  path = out.strip()
+  with open(os.path.join(path, "assets.extra", export.SETTINGS_FILE)) as f:
+    assert json.load(f)["precision"] == "bf16"
+  saved_model = saved_model_pb2.SavedModel()
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    saved_model.ParseFromString(f.read())
+  matmul_types = {
+      types_pb2.DataType.Name(node.attr["T"].type)
+      for meta_graph in saved_model.meta_graphs
+      for function in meta_graph.graph_def.library.function for node in function.node_def
+      if node.op in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")}
+  assert "DT_BFLOAT16" in matmul_types, matmul_types
+
+  np.save(tmp_path / "inputs.npy", np.array(REQUEST, dtype=object))
+  run = subprocess.run(
+      [sys.executable, "-c", _SAVED_MODEL_CLI_WITH_TF_TEXT, "run", "--dir", path,
+       "--tag_set", "serve", "--signature_def", "serving_default",
+       "--inputs", f"inputs={tmp_path / 'inputs.npy'}", "--outdir", str(tmp_path / "out")],
+      capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  served = [o.decode("utf-8") for o in np.load(tmp_path / "out" / "outputs.npy",
+                                               allow_pickle=True)]
+  decoded = _decode_cli(model_dir, REQUEST, tmp_path, "--extra_length", str(EXTRA_LENGTH),
+                        "--precision", "bf16")
+  assert served == decoded and any(served)

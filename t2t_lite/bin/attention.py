@@ -106,7 +106,7 @@ def main(argv=None):
   try:
     translator = decoding.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
-        extra_length=args.extra_length)
+        extra_length=args.extra_length, precision=args.precision)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
   tokenizer = translator.tokenizer

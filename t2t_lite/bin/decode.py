@@ -134,7 +134,7 @@ def main(argv=None):
     translator = decoding.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
         extra_length=args.extra_length, max_input_length=args.max_input_length,
-        jit_compile=args.xla)
+        jit_compile=args.xla, precision=args.precision)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-decode", e, e.exit_status)
   except FileNotFoundError as e:

@@ -39,7 +39,7 @@ def main(argv=None):
     path = export.export_model_dir(
         args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
         beam_size=args.beam_size, alpha=args.alpha, extra_length=args.extra_length,
-        max_input_length=args.max_input_length)
+        max_input_length=args.max_input_length, precision=args.precision)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-export", e, e.exit_status)
   print(path)

@@ -1,15 +1,21 @@
 """Flags shared by the tools: --verbose (all), --problem_settings (train, datagen), and those of
 the tools that load a trained model_dir (decode, export, attention)."""
+from t2t_lite.precision import PRECISIONS
 
 
 def add_model_flags(parser):
-  """--model_dir and --checkpoint_path."""
+  """--model_dir, --checkpoint_path and --precision."""
   parser.add_argument("--model_dir", required=True,
                       help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
   parser.add_argument("--checkpoint_path", default=None,
                       help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
                            "latest checkpoint to use (e.g. an averaged one); default: the latest "
                            "in model_dir")
+  parser.add_argument("--precision", default="none", choices=list(PRECISIONS),
+                      help="compute precision: none = float32; bf16 = bfloat16 matmuls with "
+                           "float32 softmax, log-probabilities and beam scores (CPUs with "
+                           "AVX-512 bf16 or AMX, recent GPUs, TPUs); fp16 = float16 (GPUs). "
+                           "The trainer's --mixed_precision names; any run's weights load")
 
 
 def add_beam_flags(parser):

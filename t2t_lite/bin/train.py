@@ -48,6 +48,8 @@ HELP = {
     "steps_per_execution": "optimizer steps per host call (0 = auto: 1, or 100 on TPU)",
     "static_shapes": "pad batches to their bucket's length so only a few shapes exist (fewer "
                      "XLA compilations; required on TPU); default: on for TPU and XLA",
+    "pack": "pack several examples into each row of a training batch (tensor2tensor's packed "
+            "problems): one static shape, little padding; attention stays inside examples",
     "eval_decode_examples": "at each evaluation, decode this many dev sentences with beam "
                             "search and report the problem's metric (BLEU, bracket F1, "
                             "accuracy); 0 = off",
@@ -88,6 +90,7 @@ def parse_args(argv=None):
   add("--steps_per_execution", type=int, default=0, help=HELP["steps_per_execution"])
   add("--static_shapes", action=argparse.BooleanOptionalAction, default=None,
       help=HELP["static_shapes"])
+  add("--pack", action=argparse.BooleanOptionalAction, default=False, help=HELP["pack"])
   add("--eval_decode_examples", type=int, default=100, help=HELP["eval_decode_examples"])
   add("--log_every", type=int, default=100, help=HELP["log_every"])
   add("--progress_seconds", type=float, default=10.0, help=HELP["progress_seconds"])
@@ -141,7 +144,7 @@ def main(argv=None):
         checkpoint_every_minutes=args.checkpoint_every_minutes,
         keep_checkpoints=args.keep_checkpoints, grad_accum_steps=args.grad_accum_steps,
         seed=args.seed, steps_per_execution=args.steps_per_execution,
-        static_shapes=args.static_shapes, log_every=args.log_every,
+        static_shapes=args.static_shapes, pack=args.pack, log_every=args.log_every,
         train_minutes=args.train_minutes)
     # The run's one model_dir check: before preparing data or building anything.
     model_dir_lib.check_saved_hparams(args.model_dir, hparams, args.problem)

@@ -1,0 +1,259 @@
+"""Beam-search decoding speed next to CTranslate2 (the peer a CPU-serving user would pick), on
+the same weights and the same workload. ONE JSON line. Written against ctranslate2 4.8.5.
+
+The workload is bench/decode_speed.py's cached batch-32 headline: a transformer_base-size model
+(random weights, keras seed 0) with a 32k vocabulary, 32 source sentences of 32 tokens (31 random
+ids + EOS), beam 4, alpha 0.6, every hypothesis forced to run to 82 output tokens (EOS masked
+before that), so that both programs do the same number of steps.
+
+Our model's weights are converted into a CTranslate2 TransformerSpec (post-norm, ReLU, shared
+embeddings scaled by sqrt(d_model), tied output projection, our interleaved sinusoid table passed
+as the position encodings) and saved to a temporary directory. Every run first checks the
+conversion: greedy decoding of 4 sentences, 20 tokens, in float32, must give the same ids in
+both ("greedy_outputs_match"). Then each configuration is run once untimed (tracing / XLA
+compilation, weight quantization) and timed in --rounds interleaved rounds (round 1 of each,
+then round 2 of each, ...); each reports its median round, with the slowest and fastest beside it.
+
+  t2t_lite     cached beam search, float32 and bf16 (the same weights), XLA on and off;
+  ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
+               this build supports them on this CPU; intra_threads = os.cpu_count().
+
+CTranslate2's length penalty is length^alpha, ours GNMT's ((5 + length) / 6)^alpha: with every
+hypothesis 82 tokens long, both rank hypotheses alike. CTranslate2 is not a dependency of
+t2t_lite; install it into a throwaway directory:
+
+  python3 -m pip install --no-deps --target /tmp/ct2lib ctranslate2 pyyaml
+  PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py            # 3 rounds (~10 minutes)
+  PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py --quick    # 1 round
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+try:
+  import ctranslate2
+  from ctranslate2.specs import transformer_spec
+except ImportError:
+  print("ctranslate2 is missing: python3 -m pip install --no-deps --target /tmp/ct2lib "
+        "ctranslate2 pyyaml, then run with PYTHONPATH=/tmp/ct2lib", file=sys.stderr)
+  sys.exit(2)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import t2t_lite  # noqa: E402
+from t2t_lite import precision as precision_lib  # noqa: E402
+from t2t_lite.embedding import sinusoid_positions  # noqa: E402
+from t2t_lite.search import beams, trim_at_eos  # noqa: E402
+from t2t_lite.transformer import LAYER_NORM_EPSILON  # noqa: E402
+
+VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
+OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
+GREEDY_SENTENCES, GREEDY_LENGTH = 4, 20
+# Id i is token VOCAB[i]. Our decoder starts from id 0 (also padding, never generated): it is
+# CTranslate2's decoder start token "<s>", suppressed as an output below; id 1 is EOS.
+VOCAB = ["<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(3, VOCAB_SIZE)]
+TOKEN_IDS = {token: i for i, token in enumerate(VOCAB)}
+CT2_COMPUTE_TYPES = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
+
+
+def _linear(spec, *layers):
+  """CTranslate2 Linear (weight [out, in]) from one or more of our kernels [in..., out...] and
+  biases, fused along the output (QKV, KV)."""
+  def flat(layer):  # [in..., out...] -> [in, out]; Dense and [D, H, K] have 1 input axis
+    kernel = layer.kernel.numpy()
+    inputs = int(np.prod(kernel.shape[:getattr(layer, "input_axes", 1)]))
+    return kernel.reshape(inputs, -1)
+  spec.weight = np.concatenate([flat(layer) for layer in layers], axis=1).T  # [out, in]
+  spec.bias = np.concatenate([layer.bias.numpy().reshape(-1) for layer in layers])  # [out]
+
+
+def _norm(spec, norm):
+  spec.gamma, spec.beta = norm.gamma.numpy(), norm.beta.numpy()  # [D]
+
+
+def _ffn(spec, layer, norm):
+  _linear(spec.linear_0, layer.ffn.inner)  # [F, D]
+  _linear(spec.linear_1, layer.ffn.outer)  # [D, F]
+  _norm(spec.layer_norm, norm)
+
+
+def model_spec(model):
+  """Our float32 Transformer (sinusoid positions, post-norm) -> a ctranslate2 TransformerSpec."""
+  hp = model.hparams
+  assert hp.norm_type == "post" and hp.position_encoding == "sinusoid", hp
+  spec = transformer_spec.TransformerSpec.from_config(hp.num_layers, hp.num_heads, pre_norm=False)
+  spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+  embeddings = model.embedding.embeddings.numpy()  # [V, D]
+  positions = sinusoid_positions(hp.max_length, hp.d_model).numpy()  # [max_length, D]
+  for side in (spec.encoder, spec.decoder):
+    side.position_encodings.encodings = positions
+  spec.encoder.embeddings[0].weight = embeddings  # scale_embeddings (sqrt(D)) is on by default
+  spec.decoder.embeddings.weight = embeddings
+  spec.decoder.projection.weight = embeddings  # tied pre-softmax projection [V, D], no bias
+  for layer, layer_spec in zip(model.encoder_layers, spec.encoder.layer):
+    attention, attention_spec = layer.self_attention, layer_spec.self_attention
+    _linear(attention_spec.linear[0], attention.query_dense, attention.key_dense,
+            attention.value_dense)  # [3D, D]
+    _linear(attention_spec.linear[1], attention.output_dense)  # [D, H*V]
+    _norm(attention_spec.layer_norm, layer.norm1)  # post-norm: after the residual
+    _ffn(layer_spec.ffn, layer, layer.norm2)
+  for layer, layer_spec in zip(model.decoder_layers, spec.decoder.layer):
+    attention, attention_spec = layer.self_attention, layer_spec.self_attention
+    _linear(attention_spec.linear[0], attention.query_dense, attention.key_dense,
+            attention.value_dense)  # [3D, D]
+    _linear(attention_spec.linear[1], attention.output_dense)
+    _norm(attention_spec.layer_norm, layer.norm1)
+    cross, cross_spec = layer.cross_attention, layer_spec.attention
+    _linear(cross_spec.linear[0], cross.query_dense)  # [D, D]
+    _linear(cross_spec.linear[1], cross.key_dense, cross.value_dense)  # [2D, D]
+    _linear(cross_spec.linear[2], cross.output_dense)
+    _norm(cross_spec.layer_norm, layer.norm2)
+    _ffn(layer_spec.ffn, layer, layer.norm3)
+  spec.register_source_vocabulary(VOCAB)
+  spec.register_target_vocabulary(VOCAB)
+  return spec
+
+
+class KerasConverter(ctranslate2.converters.Converter):
+  """convert(output_dir) saves `model` in the CTranslate2 format (float32 weights)."""
+
+  def __init__(self, model):
+    self.model = model
+
+  def _load(self):
+    return model_spec(self.model)
+
+
+def translate(translator, inputs, **options):
+  """inputs int [B, S] -> every hypothesis' ids, [B][num_hypotheses][its length]."""
+  results = translator.translate_batch([[VOCAB[i] for i in row] for row in inputs],
+                                       suppress_sequences=[["<s>"]], **options)
+  return [[[TOKEN_IDS[token] for token in hypothesis] for hypothesis in result.hypotheses]
+          for result in results]
+
+
+def greedy_check(model, translator, inputs):
+  """Greedy decoding of inputs int [b, S] with both, GREEDY_LENGTH tokens at most, float32 ->
+  (identical, matching tokens, tokens)."""
+  ids, _ = tf.function(lambda x: beams(
+      model, x, beam_size=1, alpha=ALPHA, extra_length=0,
+      max_lengths=tf.fill([len(inputs)], GREEDY_LENGTH)))(tf.constant(inputs))  # [b, 1, S]
+  ours = [[i for i in row if i] for row in trim_at_eos(ids[:, 0]).numpy().tolist()]
+  theirs = [hyps[0] for hyps in translate(translator, inputs, beam_size=1,
+                                          max_decoding_length=GREEDY_LENGTH)]
+  matching = sum(a == b for x, y in zip(ours, theirs) for a, b in zip(x, y))
+  return ours == theirs, matching, sum(len(x) for x in ours)
+
+
+def ours_config(model, inputs, xla):
+  """Compiles our batch decoder and runs it once -> (run(), result dict)."""
+  @tf.function(jit_compile=xla)
+  def decode(inputs):
+    return beams(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA, extra_length=EXTRA_LENGTH,
+                 static_shapes=xla, min_length=OUTPUT_LENGTH)
+
+  inputs = tf.constant(inputs)
+  start = time.perf_counter()
+  ids = decode(inputs)[0].numpy()  # [B, K, 82]
+  first = time.perf_counter() - start
+  assert ids.shape == (BATCH, BEAM_SIZE, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
+  return (lambda: decode(inputs)[0].numpy()), {
+      "engine": "t2t_lite", "precision": precision_lib.of_model(model), "xla": xla,
+      "first_call_seconds": round(first, 1)}
+
+
+def ctranslate2_config(model_dir, inputs, compute_type):
+  """Loads the converted model in `compute_type` and runs it once -> (run(), result dict)."""
+  start = time.perf_counter()
+  translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+                                      intra_threads=os.cpu_count(), inter_threads=1)
+  run = lambda: translate(translator, inputs, beam_size=BEAM_SIZE, num_hypotheses=BEAM_SIZE,
+                          length_penalty=ALPHA, min_decoding_length=OUTPUT_LENGTH,
+                          max_decoding_length=OUTPUT_LENGTH)
+  lengths = {len(hypothesis) for hyps in run() for hypothesis in hyps}
+  assert lengths == {OUTPUT_LENGTH}, f"hypotheses of {lengths} tokens, not {OUTPUT_LENGTH}"
+  return run, {"engine": "ctranslate2", "compute_type": compute_type,
+               "first_call_seconds": round(time.perf_counter() - start, 1)}
+
+
+def summary(result, times):
+  """The median round's speed, with the slowest and fastest round's beside it."""
+  seconds = float(np.median(times))
+  return dict(result, seconds=round(seconds, 3), rounds=len(times),
+              sentences_per_second=round(BATCH / seconds, 3),
+              sentences_per_second_min_max=[round(BATCH / max(times), 3),
+                                            round(BATCH / min(times), 3)])
+
+
+def cpu_flags():
+  """The CPU features that decide whether bf16 / int8 kernels are fast here."""
+  with open("/proc/cpuinfo") as f:
+    flags = set(next(line for line in f if line.startswith("flags")).split())
+  return sorted(flags & {"avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8"})
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="timed rounds per configuration, interleaved; the median is reported")
+  parser.add_argument("--quick", action="store_true", help="1 round (a smoke run)")
+  args = parser.parse_args()
+  rounds = 1 if args.quick else args.rounds
+
+  keras.utils.set_random_seed(0)  # as decode_speed.py: the same weights and sentences
+  hparams = t2t_lite.get_hparams("transformer_base")
+  models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
+  with precision_lib.building("bf16"):
+    models["bf16"] = t2t_lite.build_model(hparams, VOCAB_SIZE)
+  models["bf16"].set_weights(models["none"].get_weights())
+  rng = np.random.default_rng(BATCH)
+  inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
+  inputs[:, -1] = 1  # EOS
+  supported = ctranslate2.get_supported_compute_types("cpu")
+
+  load_before = os.getloadavg()[0]
+  with tempfile.TemporaryDirectory() as tmp:
+    model_dir = KerasConverter(models["none"]).convert(os.path.join(tmp, "model"))
+    check = greedy_check(models["none"], ctranslate2.Translator(model_dir, compute_type="float32"),
+                         inputs[:GREEDY_SENTENCES])
+    print(f"greedy outputs match: {check}", file=sys.stderr, flush=True)
+    configs = [ours_config(models[precision], inputs, xla)
+               for precision in ("none", "bf16") for xla in (True, False)]
+    configs += [ctranslate2_config(model_dir, inputs, compute_type)
+                for compute_type in CT2_COMPUTE_TYPES if compute_type in supported]
+    for _, result in configs:
+      print(json.dumps(result), file=sys.stderr, flush=True)
+    times = [[] for _ in configs]
+    for _ in range(rounds):  # interleaved
+      for (run, _), config_times in zip(configs, times):
+        start = time.perf_counter()
+        run()
+        config_times.append(time.perf_counter() - start)
+  results = [summary(result, config_times) for (_, result), config_times in zip(configs, times)]
+  speed = lambda **kv: max(r["sentences_per_second"] for r in results
+                           if all(r.get(k) == v for k, v in kv.items()))
+  print(json.dumps({
+      "benchmark": "ctranslate2_decode", "ctranslate2_version": ctranslate2.__version__,
+      "model": "transformer_base", "vocab_size": VOCAB_SIZE, "batch": BATCH,
+      "source_length": SOURCE_LENGTH, "output_length": OUTPUT_LENGTH, "beam_size": BEAM_SIZE,
+      "alpha": ALPHA, "rounds": rounds,
+      "greedy_outputs_match": check[0], "greedy_tokens_matching": f"{check[1]}/{check[2]}",
+      "ctranslate2_cpu_compute_types": sorted(supported), "results": results,
+      # ours float32 (the faster of XLA on / off) over CTranslate2 float32, median rounds
+      "ours_float32_over_ctranslate2_float32": round(
+          speed(engine="t2t_lite", precision="none")
+          / speed(engine="ctranslate2", compute_type="float32"), 3),
+      "cpu_count": os.cpu_count(), "cpu_flags": cpu_flags(),
+      "load_average_before": round(load_before, 2),
+      "load_average_after": round(os.getloadavg()[0], 2)}))
+
+
+if __name__ == "__main__":
+  main()

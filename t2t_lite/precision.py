@@ -1,0 +1,41 @@
+"""Compute precision: the one place that names the precisions and builds a model in one.
+
+  none  float32 everywhere.
+  bf16  bfloat16 matmuls and activations, float32 weights (Keras "mixed_bfloat16"): TPUs, recent
+        GPUs, and CPUs with AVX-512 bf16 or AMX. Softmax, logits, log-probabilities, the loss
+        and beam scores stay float32 (attention.py, embedding.py), so rankings are stable.
+  fp16  float16 the same way (GPUs); training adds dynamic loss scaling (trainer.py).
+
+Training (--mixed_precision) and inference (--precision of decode, export, attention and
+`translate()`) take the same names. The weights are float32 in every precision, so a
+checkpoint of any run loads into any precision.
+"""
+import contextlib
+
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def check(precision, error=ValueError):
+  """Raises `error` with a one-line message unless `precision` is one of PRECISIONS."""
+  if precision not in PRECISIONS:
+    raise error(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+
+
+@contextlib.contextmanager
+def building(precision):
+  """Layers created inside compute in `precision` (Keras reads its global dtype policy when a
+  layer is made); the previous policy is put back afterwards."""
+  import keras  # Here, so that the flags can read PRECISIONS without loading TensorFlow.
+  check(precision)
+  policy = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy(PRECISIONS[precision])
+  try:
+    yield
+  finally:
+    keras.mixed_precision.set_global_policy(policy)
+
+
+def of_model(model):
+  """The precision a built model computes in (its dtype policy), by the names above."""
+  names = {policy: name for name, policy in PRECISIONS.items()}
+  return names.get(model.dtype_policy.name, model.dtype_policy.name)
