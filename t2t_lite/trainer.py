@@ -120,8 +120,10 @@ class Trainer:
     self.static_shapes = ((self.is_tpu or config.xla) if config.static_shapes is None
                           else config.static_shapes)
     self.steps_per_execution = config.steps_per_execution or (100 if self.is_tpu else 1)
-    self.train_cache = _train_cache_of(config.model_dir, problem)
-    _check_same_packing(config.model_dir, config.pack)
+    # run.json of the run being resumed ({} for a new one): its input pipeline must be kept.
+    started = _started_run_info(config.model_dir)
+    self.train_cache = _train_cache_of(started, problem)
+    _check_same_packing(started, config.model_dir, config.pack)
     self.run_info = dict(run_info or {}, vocab_size=vocab_size, seed=config.seed,
                          train_cache=self.train_cache, packed=config.pack,
                          grad_accum_steps=config.grad_accum_steps,
@@ -367,26 +369,27 @@ class Trainer:
     return max(n, 1)
 
 
-def _train_cache_of(model_dir, problem):
+def _started_run_info(model_dir):
+  """run.json of the run in model_dir, or {} when none was started there."""
+  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
+  return model_dir_lib.read_json(path) if tf.io.gfile.exists(path) else {}
+
+
+def _train_cache_of(started, problem):
   """Whether the training pipeline keeps examples in memory: only to resume a run started
   before that was dropped. Its checkpoints hold the cache in the iterator's state (why it was
   dropped: bench/checkpoint_size.py), and an iterator state restores only into the same
   pipeline. run.json's "train_cache" says; a run.json without it is of that older layout."""
-  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
-  if not tf.io.gfile.exists(path):
+  if not started:
     return False
-  older = getattr(problem, "cache_in_memory", False)
-  return bool(model_dir_lib.read_json(path).get("train_cache", older))
+  return bool(started.get("train_cache", getattr(problem, "cache_in_memory", False)))
 
 
-def _check_same_packing(model_dir, pack):
+def _check_same_packing(started, model_dir, pack):
   """A run resumes with the pipeline it started with: the iterator state saved in its
   checkpoints restores only into that one (run.json's "packed")."""
-  path = os.path.join(model_dir, model_dir_lib.RUN_FILE)
-  if not tf.io.gfile.exists(path):
-    return
-  packed = bool(model_dir_lib.read_json(path).get("packed", False))
-  if packed != pack:
+  packed = bool(started.get("packed", False))
+  if started and packed != pack:
     raise TrainerError(f"{model_dir} was trained {'with' if packed else 'without'} --pack; "
                        f"resume it {'with' if packed else 'without'} --pack or use a new "
                        "--model_dir")
