@@ -1,7 +1,7 @@
 """Data preparation at WMT scale: multi30k_ende's `prepare` on synthetic corpora of N pairs.
 
   python bench/datagen_scale.py                            # 250,000 and 1,000,000 pairs
-  python bench/datagen_scale.py --sizes=200000,1000000 [--workdir=/tmp]
+  python bench/datagen_scale.py --sizes=200000,1000000 [--workdir=/tmp] [--workers=1,2]
   python bench/datagen_scale.py --quick                    # 2,000 and 8,000 pairs (smoke run)
 
 What is measured: the real `Problem.prepare(data_dir, raw_dir)` of the registered problem
@@ -16,14 +16,19 @@ The vocabulary is learned from the same number of pairs at every size (`vocab_sa
 default 100,000, a problem setting), so its SentencePiece training costs the same everywhere and
 the differences between sizes are the per-pair costs (reading, tokenizing, writing).
 
-Each size is prepared in a fresh subprocess, which reports its own peak RSS (ru_maxrss), so
-one size's memory does not hide in another's; `rss_after_import_mib` is the child's RSS before
-`prepare` (TensorFlow, SentencePiece), the floor under every peak. `seconds` times the prepare
-call alone (`vocab_seconds` is its build_vocab part); `build_seconds`, the time to write the
-synthetic raw corpus, is reported beside it and not counted in pairs/s. pairs/s = training
-pairs / prepare seconds. `extrapolated_seconds` scales the larger size's pairs/s linearly to
-WMT14 EN-DE (4.5M pairs) and EN-FR (36M); `rss_growth` is the larger size's peak over the
-smaller's: within 1.2, memory does not grow with the corpus.
+Each size is prepared once per --workers count (default: 1, and one per core), each time in a
+fresh subprocess, which reports its own peak RSS (ru_maxrss), so one run's memory does not hide
+in another's, and the largest of its prepare workers' peaks (`worker_peak_rss_mib`: each worker
+is a process of its own, holding TensorFlow and the tokenizer); `rss_after_import_mib` is the
+child's RSS before `prepare` (TensorFlow, SentencePiece), the floor under every peak. The train
+records must be byte-identical for every worker count (else the bench exits with an error).
+`seconds` times the prepare call alone (`vocab_seconds` is its build_vocab part);
+`build_seconds`, the time to write the synthetic raw corpus, is reported beside it and not
+counted in pairs/s. pairs/s = training pairs / prepare seconds. With the most workers:
+`extrapolated_seconds` scales the larger size's pairs/s linearly to WMT14 EN-DE (4.5M pairs)
+and EN-FR (36M); `rss_growth` (and `worker_rss_growth`) is the larger size's peak over the
+smaller's: within 1.2, memory does not grow with the corpus. `workers_speedup`: the larger
+size's pairs/s with the most workers over that with the fewest.
 
 Prints ONE JSON line on stdout; progress (the children's prepare log) goes to stderr. The
 corpora live in a temporary directory under --workdir (default: the system's, /tmp), removed
@@ -31,6 +36,7 @@ afterwards.
 """
 import argparse
 import gzip
+import hashlib
 import json
 import logging
 import os
@@ -105,42 +111,62 @@ def child(args):
 
   problem.build_vocab = timed_build_vocab
   start, cpu_start = time.perf_counter(), time.process_time()
-  stats = problem.prepare(args.data_dir, args.raw_dir, progress_seconds=args.progress_seconds)
+  stats = problem.prepare(args.data_dir, args.raw_dir, progress_seconds=args.progress_seconds,
+                          workers=int(args.workers))
   seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+  workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # prepare's worker processes, if any
   print(json.dumps({
       "pairs": stats["train"]["pairs"], "examples": stats["train"]["examples"],
-      "seconds": seconds, "cpu_seconds": cpu_seconds, "vocab_seconds": vocab_seconds[0],
-      "rss_after_import_kib": rss_after_import,
-      "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))  # KiB on Linux
+      "seconds": seconds, "cpu_seconds": cpu_seconds,
+      "workers_cpu_seconds": workers.ru_utime + workers.ru_stime,
+      "vocab_seconds": vocab_seconds[0], "rss_after_import_kib": rss_after_import,
+      # KiB on Linux; RUSAGE_CHILDREN's is the largest worker's.
+      "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+      "worker_peak_rss_kib": workers.ru_maxrss}))
 
 
-def measure_size(args, workdir, pairs):
-  """Builds the corpus of `pairs` pairs and prepares it in a subprocess -> its result dict."""
+def measure_size(args, workdir, pairs, worker_counts):
+  """Builds the corpus of `pairs` pairs and prepares it in a subprocess with each worker count
+  -> [result dict per worker count]; the records must be the same for every count."""
   size_dir = os.path.join(workdir, f"pairs_{pairs}")
-  raw_dir, data_dir = os.path.join(size_dir, "raw"), os.path.join(size_dir, "data")
+  raw_dir = os.path.join(size_dir, "raw")
   print(f"{pairs:,} pairs: building the raw corpus in {raw_dir}", file=sys.stderr, flush=True)
   build_seconds = build_corpus(raw_dir, args.raw_dir, pairs, args.seed)
-  print(f"{pairs:,} pairs: built in {build_seconds:.1f} s; preparing in a subprocess",
-        file=sys.stderr, flush=True)
-  command = [sys.executable, os.path.abspath(__file__), "--child",
-             f"--raw_dir={raw_dir}", f"--data_dir={data_dir}",
-             f"--vocab_sample_size={args.vocab_sample_size}",
-             f"--progress_seconds={args.progress_seconds}"]
-  # stderr passes through (progress); stdout is the child's one JSON line.
-  out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
-  result = json.loads(out.strip().splitlines()[-1])
-  data_bytes = sum(f.stat().st_size for f in pathlib.Path(data_dir).iterdir())
+  results, records = [], set()
+  for workers in worker_counts:
+    data_dir = os.path.join(size_dir, f"data_{workers}")
+    print(f"{pairs:,} pairs: built in {build_seconds:.1f} s; preparing in a subprocess "
+          f"with {workers} worker(s)", file=sys.stderr, flush=True)
+    command = [sys.executable, os.path.abspath(__file__), "--child",
+               f"--raw_dir={raw_dir}", f"--data_dir={data_dir}",
+               f"--vocab_sample_size={args.vocab_sample_size}",
+               f"--progress_seconds={args.progress_seconds}", f"--workers={workers}"]
+    # stderr passes through (progress); stdout is the child's one JSON line.
+    out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    data_bytes = sum(f.stat().st_size for f in pathlib.Path(data_dir).iterdir())
+    with open(os.path.join(data_dir, "train-00000-of-00001.tfrecord"), "rb") as f:
+      records.add(hashlib.sha256(f.read()).hexdigest())
+    shutil.rmtree(data_dir)
+    mib = 1 / 1024
+    results.append({
+        "pairs": result["pairs"], "workers": workers, "seconds": round(result["seconds"], 1),
+        "pairs_per_second": round(result["pairs"] / result["seconds"]),
+        "peak_rss_mib": round(result["peak_rss_kib"] * mib, 1),
+        # With 1 worker there are none: RUSAGE_CHILDREN would show some library's forked helper.
+        "worker_peak_rss_mib": (round(result["worker_peak_rss_kib"] * mib, 1)
+                                if workers > 1 else None),
+        "rss_after_import_mib": round(result["rss_after_import_kib"] * mib, 1),
+        "cpu_seconds": round(result["cpu_seconds"], 1),
+        "workers_cpu_seconds": round(result["workers_cpu_seconds"], 1),
+        "vocab_seconds": round(result["vocab_seconds"], 1),
+        "build_seconds": round(build_seconds, 1),
+        "data_dir_mib": round(data_bytes / 2**20, 1)})
   shutil.rmtree(size_dir)  # Before the next size: disk use stays that of one size.
-  mib = 1 / 1024
-  return {
-      "pairs": result["pairs"], "seconds": round(result["seconds"], 1),
-      "pairs_per_second": round(result["pairs"] / result["seconds"]),
-      "peak_rss_mib": round(result["peak_rss_kib"] * mib, 1),
-      "rss_after_import_mib": round(result["rss_after_import_kib"] * mib, 1),
-      "cpu_seconds": round(result["cpu_seconds"], 1),
-      "vocab_seconds": round(result["vocab_seconds"], 1),
-      "build_seconds": round(build_seconds, 1),
-      "data_dir_mib": round(data_bytes / 2**20, 1)}
+  if len(records) != 1:
+    sys.exit(f"datagen_scale: {pairs:,} pairs gave different records with workers "
+             f"{worker_counts}")
+  return results
 
 
 def main():
@@ -157,6 +183,9 @@ def main():
                       help="the Multi30k files (in the child: the synthetic corpus)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--progress_seconds", type=float, default=30.0)
+  parser.add_argument("--workers", default=f"1,{len(os.sched_getaffinity(0))}",
+                      help="comma-separated worker counts for prepare, each run at every size "
+                           "(default: 1 and one per core)")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--data_dir", help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -169,18 +198,24 @@ def main():
     print(f"warning: {min(sizes):,} pairs < vocab_sample_size={args.vocab_sample_size:,}: "
           "the vocabulary cost differs between sizes", file=sys.stderr)
 
+  worker_counts = sorted({int(n) for n in args.workers.split(",")})
   load_before = os.getloadavg()
   with tempfile.TemporaryDirectory(prefix="t2t_lite_datagen_scale_", dir=args.workdir) as work:
-    results = [measure_size(args, work, pairs) for pairs in sizes]
+    results = [measure_size(args, work, pairs, worker_counts) for pairs in sizes]
   load_after = os.getloadavg()
-  small, large = results[0], results[-1]
+  # Growth and extrapolation with the most workers; the speedup of the most over the fewest.
+  small, large = results[0][-1], results[-1][-1]
   rss_growth = large["peak_rss_mib"] / small["peak_rss_mib"]
   # A straight line through the two peaks: what a WMT-size corpus would need if growth is linear.
   per_pair = (large["peak_rss_mib"] - small["peak_rss_mib"]) / (large["pairs"] - small["pairs"])
   print(json.dumps({
       "bench": "datagen_scale", "problem": PROBLEM, "vocab_sample_size": args.vocab_sample_size,
-      "sizes": results, "rss_growth": round(rss_growth, 3),
+      "sizes": [result for size in results for result in size],
+      "workers_speedup": round(large["pairs_per_second"] / results[-1][0]["pairs_per_second"], 2),
+      "rss_growth": round(rss_growth, 3),
       "rss_within_20_percent": rss_growth <= 1.2,
+      "worker_rss_growth": (round(large["worker_peak_rss_mib"] / small["worker_peak_rss_mib"], 3)
+                            if small["worker_peak_rss_mib"] else None),
       "extrapolated_seconds": {name: round(pairs / large["pairs_per_second"])
                                for name, pairs in WMT_PAIRS.items()},
       "extrapolated_peak_rss_mib": {

@@ -25,7 +25,10 @@
 # PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a fresh WORK with them),
 # PRECISION (training's --mixed_precision, default bf16: on a CPU with AVX-512 bf16 or AMX its
 # steps are much faster than float32's, see docs/benchmarks.md; none = float32),
-# DECODE_PRECISION (the test decodes' --precision, default none).
+# DECODE_PRECISION (the test decodes' --precision, default none), COOLDOWN_MINUTES (train's
+# --cooldown_minutes: the learning rate falls linearly to 0 over the budget's last minutes;
+# default none; the earlier AT_MINUTES marks are then those of a run still before its cooldown),
+# AVERAGE (the last checkpoints averaged at each mark, default 5).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +43,8 @@ DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
 EVAL_EVERY="${EVAL_EVERY:-1000}"
 PRECISION="${PRECISION:-bf16}"
 DECODE_PRECISION="${DECODE_PRECISION:-none}"
+COOLDOWN_MINUTES="${COOLDOWN_MINUTES:-}"
+AVERAGE="${AVERAGE:-5}"
 PY="${PYTHON:-python}"
 
 if ! ls "$RAW_DIR"/*.mrg >/dev/null 2>&1 && [[ -z "$(find "$RAW_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
@@ -52,7 +57,8 @@ if [[ -n "$TEST_DIR" && -z "$(find "$TEST_DIR" -name '*.mrg' 2>/dev/null | head 
 fi
 mkdir -p "$WORK"
 rm -rf "$WORK/model" "$WORK"/avg_*
-beam_flags=()
+beam_flags=() cooldown_flags=()
+[[ -n "$COOLDOWN_MINUTES" ]] && cooldown_flags+=("--cooldown_minutes=$COOLDOWN_MINUTES")
 [[ -n "${BEAM:-}" ]] && beam_flags+=("--beam_size=$BEAM")
 [[ -n "${ALPHA:-}" ]] && beam_flags+=("--alpha=$ALPHA")
 
@@ -66,26 +72,28 @@ start=$(date +%s)
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints="$(( ${MINUTES%.*} / 2 + 6 ))" \
   --eval_every="$EVAL_EVERY" --eval_steps=10 --eval_decode_examples="$DEV_EXAMPLES" \
-  --log_every=50 --noxla --mixed_precision="$PRECISION" --seed=1 2>&1 | tee "$WORK/train.log"
+  --log_every=50 --noxla --mixed_precision="$PRECISION" --seed=1 "${cooldown_flags[@]}" 2>&1 \
+  | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 
-# For each minute mark (AT_MINUTES, then MINUTES): the average of the last 5 checkpoints written
-# by then (fewer if fewer were), into $WORK/avg_<mark>. The learning-rate schedule does not depend
-# on the budget, so the mark's average is what a run of that many minutes would decode.
-"$PY" - "$WORK/model" "$start" $AT_MINUTES "$MINUTES" <<'EOF'
+# For each minute mark (AT_MINUTES, then MINUTES): the average of the last AVERAGE checkpoints
+# written by then (fewer if fewer were), into $WORK/avg_<mark>. Without a cooldown the
+# learning-rate schedule does not depend on the budget, so the mark's average is what a run of
+# that many minutes would decode.
+"$PY" - "$WORK/model" "$start" "$AVERAGE" $AT_MINUTES "$MINUTES" <<'EOF'
 import sys
 import tensorflow as tf
 from t2t_lite import checkpoints
-model_dir, start, marks = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+model_dir, start, average, marks = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 state = tf.train.get_checkpoint_state(model_dir)
 written = list(zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps))
 for mark in marks:
   paths = [path for path, time in written if time <= start + 60 * float(mark) + 30]
   if not paths:
     sys.exit(f"ptb_quality: no checkpoint was written in the first {mark} minutes")
-  checkpoints.average(model_dir, paths[-5:], f"{model_dir}/../avg_{mark}")
+  checkpoints.average(model_dir, paths[-average:], f"{model_dir}/../avg_{mark}")
 EOF
 
 # The sentences to parse and their gold trees (normalised as the problem reads them).
@@ -120,7 +128,7 @@ for mark in $AT_MINUTES "$MINUTES"; do
 done
 decode_seconds=$(( $(date +%s) - decode_start ))
 
-PRECISION="$PRECISION" DECODE_PRECISION="$DECODE_PRECISION" \
+PRECISION="$PRECISION" DECODE_PRECISION="$DECODE_PRECISION" COOLDOWN_MINUTES="$COOLDOWN_MINUTES" \
   "$PY" - "$WORK" "$train_seconds" "$decode_seconds" "$ticks_before" "$ticks_after" \
   "$load_before" "$load_after" "$HPARAMS" "$OVERRIDES" "${TEST_DIR:-test split}" \
   $AT_MINUTES "$MINUTES" <<'EOF'
@@ -166,6 +174,7 @@ print(json.dumps({
     "overrides": overrides, "problem_settings": problem.settings(), "test": test,
     "train_precision": os.environ["PRECISION"],
     "decode_precision": os.environ["DECODE_PRECISION"],
+    "cooldown_minutes": float(os.environ["COOLDOWN_MINUTES"] or 0) or None,
     **final, "minutes": float(marks[-1]),
     "at_minutes": {mark: {k: results[mark][k] for k in ("f1", "exact_match", "steps")}
                    for mark in marks[:-1]},

@@ -119,6 +119,11 @@ class ParsingTokenizer(WordTokenizer):
     self.unknown_classes = [(token, re.compile(pattern)) for token, pattern in unknown_classes]
     super().__init__(list(words) + [token for token, _ in unknown_classes])
 
+  def __reduce__(self):  # Pickled as its constructor's arguments (see WordTokenizer).
+    classes = [(token, pattern.pattern) for token, pattern in self.unknown_classes]
+    _, (words,) = super().__reduce__()  # ... and the class tokens appended to them.
+    return type(self), (words[:len(words) - len(classes)], classes)
+
   def encode(self, text, add_eos=False):
     ids = [self._ids[w] if w in self._ids else self._unknown_id(w) for w in text.split()]
     return ids + [1] if add_eos else ids

@@ -39,6 +39,10 @@ class HParams:
   # Optimisation (section 5.3).
   learning_rate: float = 1.0  # Multiplies the paper's schedule; 1.0 is the paper's.
   warmup_steps: int = 4000
+  # Not in the paper: with cooldown_steps > 0 the rate falls linearly to 0 over cooldown_steps
+  # from step cooldown_start (optimization.py).
+  cooldown_start: int = 0
+  cooldown_steps: int = 0
   adam_beta1: float = 0.9
   adam_beta2: float = 0.98
   adam_epsilon: float = 1e-9
@@ -120,7 +124,8 @@ _RANGES = (
     *((name, lambda x: x >= 1, ">= 1") for name in (
         "num_layers", "d_model", "d_ff", "num_heads", "max_length", "batch_size",
         "beam_size", "extra_length")),
-    *((name, lambda x: x >= 0, ">= 0") for name in ("d_k", "d_v", "warmup_steps")),
+    *((name, lambda x: x >= 0, ">= 0") for name in (
+        "d_k", "d_v", "warmup_steps", "cooldown_start", "cooldown_steps")),
     *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
         "adam_beta2")),

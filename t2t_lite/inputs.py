@@ -26,7 +26,9 @@ def serialize_example(inputs, targets):
   feature = {
       name: tf.train.Feature(int64_list=tf.train.Int64List(value=ids))
       for name, ids in zip(_FEATURES, (inputs, targets))}
-  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+  # deterministic: map entries in key order, so that the bytes are the same in every process.
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)
 
 
 def write_records(path, examples):

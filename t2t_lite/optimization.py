@@ -1,13 +1,23 @@
-"""The paper's optimizer (section 5.3): Adam(0.9, 0.98, 1e-9) with warmup then inverse sqrt decay."""
+"""The paper's optimizer (section 5.3): Adam(0.9, 0.98, 1e-9) with warmup then inverse sqrt decay.
+
+Not in the paper: an optional linear cooldown to zero (hparams cooldown_start, cooldown_steps),
+for runs of a fixed budget, whose last checkpoints otherwise still move at a high rate (WSD
+schedules do the same; bench/ptb_quality.sh uses it, docs/parsing.md has the measurement)."""
 import keras
 import tensorflow as tf
 
 
-def learning_rate(step, d_model, warmup_steps, multiplier=1.0):
-  """lrate = multiplier * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), step >= 1."""
+def learning_rate(step, d_model, warmup_steps, multiplier=1.0, cooldown_start=0,
+                  cooldown_steps=0):
+  """lrate = multiplier * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), step >= 1;
+  with cooldown_steps > 0, times a factor falling linearly from 1 at cooldown_start to 0 at
+  cooldown_start + cooldown_steps (and 0 after)."""
   step = tf.maximum(tf.cast(step, tf.float32), 1.0)
   warmup = tf.cast(max(warmup_steps, 1), tf.float32)
-  return multiplier * d_model ** -0.5 * tf.minimum(step ** -0.5, step * warmup ** -1.5)
+  rate = multiplier * d_model ** -0.5 * tf.minimum(step ** -0.5, step * warmup ** -1.5)
+  if cooldown_steps:
+    rate *= tf.clip_by_value((cooldown_start + cooldown_steps - step) / cooldown_steps, 0., 1.)
+  return rate
 
 
 @keras.saving.register_keras_serializable("t2t_lite")
@@ -15,21 +25,32 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """Keras schedule for `learning_rate`. Keras counts optimizer iterations from 0; update k is
   the paper's step_num k + 1, so the first update uses lrate(1), not 0."""
 
-  def __init__(self, d_model, warmup_steps, multiplier=1.0):
+  def __init__(self, d_model, warmup_steps, multiplier=1.0, cooldown_start=0, cooldown_steps=0,
+               scale=None):
     self.d_model = d_model
     self.warmup_steps = warmup_steps
     self.multiplier = multiplier
+    self.cooldown_start, self.cooldown_steps = cooldown_start, cooldown_steps
+    self.scale = scale  # A variable the rate is multiplied by (the trainer's wall-clock cooldown)
+
+  @classmethod
+  def of(cls, hparams, scale=None):
+    return cls(hparams.d_model, hparams.warmup_steps, hparams.learning_rate,
+               hparams.cooldown_start, hparams.cooldown_steps, scale)
 
   def __call__(self, iteration):
-    return learning_rate(iteration + 1, self.d_model, self.warmup_steps, self.multiplier)
+    rate = learning_rate(iteration + 1, self.d_model, self.warmup_steps, self.multiplier,
+                         self.cooldown_start, self.cooldown_steps)
+    return rate if self.scale is None else rate * self.scale
 
   def get_config(self):
     return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-            "multiplier": self.multiplier}
+            "multiplier": self.multiplier, "cooldown_start": self.cooldown_start,
+            "cooldown_steps": self.cooldown_steps}
 
 
-def make_optimizer(hparams):
-  """Adam with the paper's betas and epsilon and the schedule above."""
-  schedule = TransformerSchedule(hparams.d_model, hparams.warmup_steps, hparams.learning_rate)
+def make_optimizer(hparams, schedule=None):
+  """Adam with the paper's betas and epsilon and the schedule above (or `schedule`)."""
+  schedule = schedule or TransformerSchedule.of(hparams)
   return keras.optimizers.Adam(learning_rate=schedule, beta_1=hparams.adam_beta1,
                                beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon)

@@ -11,8 +11,9 @@ Directories, as in tensor2tensor:
 Splits are "train", "dev" and "test" ("validation", "val" and "eval" mean "dev").
 
 Public API:
-  problem.prepare(data_dir, raw_dir=None, progress_seconds=10) -> {split: stats}   idempotent;
-      what datagen runs. Logs pairs read, pairs/s and an ETA every progress_seconds.
+  problem.prepare(data_dir, raw_dir=None, progress_seconds=10, workers=1) -> {split: stats}
+      idempotent; what datagen runs. Logs pairs read, pairs/s and an ETA every progress_seconds;
+      tokenizes in `workers` processes (datagen and train: one per core).
   problem.dataset(split, data_dir, hparams, training, ...) -> tf.data.Dataset of
       {"inputs": int32 [B, S], "targets": int32 [B, T]}, 0-padded, every sequence ending in EOS;
       each batch holds at most `batch_tokens` (default hparams.batch_size) tokens per side.
@@ -32,10 +33,13 @@ Nothing is dropped silently: pairs with an empty side are counted and logged at 
 (stored in the manifest, with their pair numbers), and `dataset` logs how many examples it
 drops for being longer than hparams.max_length (see `count_overlong`).
 """
+import collections
+import concurrent.futures
 import difflib
 import itertools
 import json
 import logging
+import multiprocessing
 import os
 
 import tensorflow as tf
@@ -50,6 +54,9 @@ SPLITS = ("train", "dev", "test")
 _SPLIT_ALIASES = {"validation": "dev", "val": "dev", "eval": "dev"}
 _FORMAT_VERSION = 1
 _CHUNK = 10000  # Pairs tokenized at once while preparing.
+# Chunks a split encodes in this process before prepare's workers start: starting one (a fresh
+# interpreter importing TensorFlow) costs seconds, which only a long split wins back.
+_INLINE_CHUNKS = 5
 _MAX_REPORTED = 10  # Pair numbers of empty pairs kept in the manifest.
 
 
@@ -171,11 +178,16 @@ class Problem:
     return self._tokenizers[data_dir]
 
   # ----------------------------------------------------------------- preparing
-  def prepare(self, data_dir, raw_dir=None, progress_seconds=10.0):
+  def prepare(self, data_dir, raw_dir=None, progress_seconds=10.0, workers=1):
     """Builds the vocabulary and the tokenized cache in data_dir unless already there.
 
     Logs a progress line (pairs read, pairs/s, ETA when split_size knows the total) at most
-    every progress_seconds while reading a split (0: only each split's final line).
+    every progress_seconds while reading a split (0: only each split's final line). This
+    process reads the raw pairs and writes the records; with workers > 1 (the tools pass
+    `default_workers()`), that many processes tokenize and serialize the pairs of a long split
+    (past 50,000 pairs); the records are the same for any number of workers. The workers are
+    spawned, so a script of yours that calls this with workers > 1 needs multiprocessing's
+    `if __name__ == "__main__":` guard.
 
     Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths", "tokens",
     "longest"}}: pairs read, examples written, pairs skipped for an empty side (and the first
@@ -196,7 +208,7 @@ class Problem:
     logger.info("%s: building the vocabulary in %s", self.name, data_dir)
     self.build_vocab(data_dir, raw_dir)
     self._tokenizers.pop(data_dir, None)
-    stats = {split: self._prepare_split(split, data_dir, raw_dir, progress_seconds)
+    stats = {split: self._prepare_split(split, data_dir, raw_dir, progress_seconds, workers)
              for split in SPLITS}
     if not stats["train"]["examples"]:
       raise self._no_training_text(raw_dir)
@@ -208,7 +220,7 @@ class Problem:
     files.write_text(os.path.join(data_dir, "manifest.json"), json.dumps(manifest, indent=1))
     return stats
 
-  def _prepare_split(self, split, data_dir, raw_dir, progress_seconds):
+  def _prepare_split(self, split, data_dir, raw_dir, progress_seconds, workers):
     tok = self.tokenizer(data_dir)
     num_files = self.train_shards if split == "train" else 1
     paths = [self._record_path(data_dir, split, i, num_files) for i in range(num_files)]
@@ -221,34 +233,34 @@ class Problem:
     progress = Progress(f"{self.name} {split}", "pairs", total=self.split_size(split, raw_dir),
                         every_seconds=progress_seconds, log=logger.info)
 
-    def flush():
-      sources = tok.encode_batch([s for s, _ in chunk], add_eos=True)
-      targets = tok.encode_batch([t for _, t in chunk], add_eos=True)
-      for source_ids, target_ids in zip(sources, targets):
-        writers[stats["examples"] % num_files].write(
-            inputs.serialize_example(source_ids, target_ids))
-        length = str(max(len(source_ids), len(target_ids)))
+    def write(encoded):  # [(serialized example, source length, target length)]
+      for record, source_length, target_length in encoded:
+        writers[stats["examples"] % num_files].write(record)
+        length = str(max(source_length, target_length))
         stats["lengths"][length] = stats["lengths"].get(length, 0) + 1
-        for side, ids in enumerate((source_ids, target_ids)):
-          stats["tokens"][side] += len(ids)
-          stats["longest"][side] = max(stats["longest"][side], len(ids))
+        for side, count in enumerate((source_length, target_length)):
+          stats["tokens"][side] += count
+          stats["longest"][side] = max(stats["longest"][side], count)
         stats["examples"] += 1
-      chunk.clear()
 
-    for source, target in self.raw_pairs(split, raw_dir):
-      stats["pairs"] += 1
-      progress.update()
-      if not source.strip() or not target.strip():
-        stats["empty"] += 1
-        if len(stats["empty_pairs"]) < _MAX_REPORTED:
-          stats["empty_pairs"].append(stats["pairs"])
-        continue
-      if text_file:
-        text_file.write(json.dumps([source, target], ensure_ascii=False) + "\n")
-      chunk.append((source, target))
-      if len(chunk) == _CHUNK:
-        flush()
-    flush()
+    with _ChunkEncoder(tok, workers) as encoder:
+      for source, target in self.raw_pairs(split, raw_dir):
+        stats["pairs"] += 1
+        progress.update()
+        if not source.strip() or not target.strip():
+          stats["empty"] += 1
+          if len(stats["empty_pairs"]) < _MAX_REPORTED:
+            stats["empty_pairs"].append(stats["pairs"])
+          continue
+        if text_file:
+          text_file.write(json.dumps([source, target], ensure_ascii=False) + "\n")
+        chunk.append((source, target))
+        if len(chunk) == _CHUNK:
+          for encoded in encoder.put(chunk):
+            write(encoded)
+          chunk = []
+      for encoded in encoder.put(chunk) + encoder.finish():
+        write(encoded)
     progress.done()
     for writer in writers:
       writer.close()
@@ -388,6 +400,59 @@ class Problem:
   def _how_to_prepare(self, data_dir):
     return (f"run `t2t-lite-datagen --problem={self.name} --data_dir={data_dir} "
             f"--raw_dir=...` first")
+
+
+def default_workers():
+  """The tools' prepare workers: one per core this process may use."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _encode_pairs(tok, pairs):
+  """[(source, target)] -> [(serialized example, source length, target length)], EOS included:
+  the per-pair work of prepare, done by its workers."""
+  sources = tok.encode_batch([s for s, _ in pairs], add_eos=True)
+  targets = tok.encode_batch([t for _, t in pairs], add_eos=True)
+  return [(inputs.serialize_example(s, t), len(s), len(t)) for s, t in zip(sources, targets)]
+
+
+class _ChunkEncoder:
+  """_encode_pairs of chunk after chunk, results in order. The first _INLINE_CHUNKS chunks are
+  encoded in this process (a short split never pays for starting workers); later ones, with
+  workers > 1, in worker processes (the tokenizer travels pickled), at most 2 x workers chunks
+  in flight so that memory does not grow with the split. Spawned, not forked: forking a process
+  that runs TensorFlow's threads can deadlock."""
+
+  def __init__(self, tok, workers):
+    self._tok, self._workers = tok, workers
+    self._pool, self._pending = None, collections.deque()  # of futures, oldest first
+    self._chunks = 0
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    if self._pool:
+      self._pool.shutdown(cancel_futures=True)
+
+  def put(self, chunk):
+    """Starts encoding `chunk` -> the encoded chunks that are ready to write, in order."""
+    self._chunks += 1
+    if not chunk:
+      return []
+    if self._workers <= 1 or self._chunks <= _INLINE_CHUNKS:
+      return [_encode_pairs(self._tok, chunk)]
+    if self._pool is None:
+      self._pool = concurrent.futures.ProcessPoolExecutor(
+          self._workers, mp_context=multiprocessing.get_context("spawn"))
+    self._pending.append(self._pool.submit(_encode_pairs, self._tok, chunk))
+    ready = []
+    while len(self._pending) > 2 * self._workers or (self._pending and self._pending[0].done()):
+      ready.append(self._pending.popleft().result())
+    return ready
+
+  def finish(self):
+    """-> every chunk still being encoded, in order."""
+    return [self._pending.popleft().result() for _ in range(len(self._pending))]
 
 
 def canonical_split(split):

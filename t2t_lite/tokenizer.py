@@ -91,6 +91,11 @@ class SentencePieceTokenizer(_Tokenizer):
       raise ValueError(f"SentencePiece model has pad_id={self._sp.pad_id()}, "
                        f"eos_id={self._sp.eos_id()}; expected {PAD_ID} and {EOS_ID}")
 
+  def __reduce__(self):
+    # Pickled as its model proto (its TF objects do not pickle): prepare's worker processes
+    # rebuild the tokenizer from it.
+    return type(self), (self._sp.serialized_model_proto(),)
+
   @classmethod
   def load(cls, path):
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -131,6 +136,9 @@ class WordTokenizer(_Tokenizer):
             tf.constant(self.vocabulary), tf.range(len(self.vocabulary), dtype=tf.int32)),
         default_value=UNK_ID)
     self._words = tf.constant(self.vocabulary)
+
+  def __reduce__(self):  # As SentencePieceTokenizer's: the words rebuild it.
+    return type(self), (list(self.vocabulary[len(_RESERVED):]),)
 
   @property
   def vocab_size(self):

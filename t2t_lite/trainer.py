@@ -56,6 +56,9 @@ class TrainConfig:
   pack: bool = False  # Packed training batches (packing.py): one static shape.
   log_every: int = 100
   train_minutes: Optional[float] = None  # Also stop (and save) after this wall-clock time.
+  # Not in the paper: over the last cooldown_minutes of train_minutes the learning rate falls
+  # linearly to 0 by wall time, so that a run of a fixed budget ends at a rate of 0.
+  cooldown_minutes: Optional[float] = None
 
   def __post_init__(self):
     if self.strategy not in distribute.STRATEGIES:
@@ -71,6 +74,10 @@ class TrainConfig:
     if self.checkpoint_every_minutes <= 0:
       raise TrainerError(
           f"checkpoint_every_minutes must be positive, got {self.checkpoint_every_minutes}")
+    if self.cooldown_minutes is not None and not (
+        self.train_minutes and 0 < self.cooldown_minutes <= self.train_minutes):
+      raise TrainerError(f"cooldown_minutes must be > 0 and at most train_minutes "
+                         f"({self.train_minutes}), got {self.cooldown_minutes}")
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -129,15 +136,22 @@ class Trainer:
                          grad_accum_steps=config.grad_accum_steps,
                          num_replicas=self.num_replicas,
                          mixed_precision=config.mixed_precision, data_dir=data_dir)
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    if config.cooldown_minutes and multi_worker:
+      # Each worker would read its own clock, and replicas would step at different rates.
+      raise TrainerError("cooldown_minutes needs one worker; with multi_worker use the hparams "
+                         "cooldown_start and cooldown_steps (a step budget)")
     with _building(config.seed, config.mixed_precision), strategy.scope():
       self.model = build_model(hparams, vocab_size)
-      optimizer = optimization.make_optimizer(hparams)
+      # The wall-clock cooldown's factor, set before each host call (_train_loop).
+      self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
+                       if config.cooldown_minutes else None)
+      self.schedule = optimization.TransformerSchedule.of(hparams, self.lr_scale)
+      optimizer = optimization.make_optimizer(hparams, self.schedule)
       if config.mixed_precision == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       self.optimizer = optimizer
       self.optimizer.build(self.model.trainable_variables)
-    self.schedule = optimization.TransformerSchedule(
-        hparams.d_model, hparams.warmup_steps, hparams.learning_rate)
     # The input position is saved with the checkpoint: a plain tf.data iterator per worker
     # (checkpointable) feeds this worker's replicas. TPU input must be a distributed dataset,
     # whose iterator cannot be saved: it skips the batches consumed before a resume instead.
@@ -328,6 +342,8 @@ class Trainer:
     step = start
     while step < config.train_steps:
       n = self._steps_until_event(step)
+      if self.lr_scale is not None:
+        self.lr_scale.assign(progress.cooldown_factor())
       loss, tokens, grad_norm = self.train_steps(n)
       if not math.isfinite(loss):
         last = self.manager.latest_checkpoint or "none"

@@ -30,6 +30,11 @@ class TrainingLog:
     minutes = self.config.train_minutes
     return bool(minutes) and time.time() - self.run_start >= minutes * 60
 
+  def cooldown_factor(self):
+    """1 until the last cooldown_minutes of train_minutes, then falling linearly to 0."""
+    remaining = self.config.train_minutes * 60 - (time.time() - self.run_start)
+    return min(1.0, max(0.0, remaining / (self.config.cooldown_minutes * 60)))
+
   def add(self, step, n, loss, tokens, grad_norm):
     """Counts `n` steps ending at `step`; logs the window's means every log_every steps."""
     config = self.config

@@ -142,6 +142,16 @@ def test_learning_rate_equals_formula(step):
   assert float(TransformerSchedule(512, 4000)(step - 1)) == pytest.approx(expected, rel=1e-6)
 
 
+def test_cooldown_falls_linearly_to_zero():
+  paper = [float(learning_rate(step, 256, 800)) for step in (1000, 1100, 1150, 1200, 1300)]
+  cooled = [float(learning_rate(step, 256, 800, cooldown_start=1000, cooldown_steps=200))
+            for step in (1000, 1100, 1150, 1200, 1300)]
+  assert cooled == pytest.approx([paper[0], paper[1] / 2, paper[2] / 4, 0, 0], rel=1e-6)
+  hparams = t2t_lite.get_hparams("transformer_base", "cooldown_start=1000,cooldown_steps=200")
+  assert float(TransformerSchedule.of(hparams)(1099)) == pytest.approx(
+      float(learning_rate(1100, 512, 4000)) / 2, rel=1e-6)
+
+
 def test_optimizer_is_the_papers_adam():
   optimizer = make_optimizer(t2t_lite.get_hparams("transformer_base"))
   assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)

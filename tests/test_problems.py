@@ -1,5 +1,7 @@
 """Problems: preparation, the cache, bad input, TFDS (mocked) WMT, algorithmic, datagen."""
+import concurrent.futures
 import gzip
+import itertools
 import json
 import logging
 import os
@@ -12,6 +14,7 @@ import t2t_lite
 from t2t_lite.problems import multi30k
 from t2t_lite.bin import datagen
 from t2t_lite.decoding import DecodeSettings
+from t2t_lite import problem as problem_module
 from t2t_lite.problem import ProblemError
 from t2t_lite.tokenizer import normalize
 
@@ -195,6 +198,10 @@ def test_datagen_cli(tmp_path, capsys):
   assert datagen.main(["--problem=algorithmic_copy", f"--data_dir={tmp_path}"]) == 0
   summary = json.loads(capsys.readouterr().out)
   assert summary["splits"]["train"] == {"pairs": 20000, "examples": 20000, "empty": 0}
+  with pytest.raises(SystemExit) as exit_info:
+    datagen.main(["--problem=algorithmic_copy", f"--data_dir={tmp_path}", "--workers=0"])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err.endswith("error: --workers must be at least 1, not 0\n")
   assert datagen.main(["--list"]) == 0
   assert "multi30k_ende\n" in capsys.readouterr().out
   assert datagen.main(["--problem=multi30k_endee", f"--data_dir={tmp_path}"]) == 2
@@ -202,3 +209,32 @@ def test_datagen_cli(tmp_path, capsys):
   assert error.startswith("t2t-lite-datagen: error: unknown problem 'multi30k_endee'; "
                           "did you mean 'multi30k_ende'")
   assert error.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["algorithmic_reverse", "multi30k_ende"])
+def test_prepare_in_worker_processes_writes_the_same_data(name, tmp_path, monkeypatch):
+  # Small chunks, so that the workers encode most of the fake corpora; spying on the pool
+  # proves that they ran.
+  monkeypatch.setattr(problem_module, "_CHUNK", 3)
+  monkeypatch.setattr(problem_module, "_INLINE_CHUNKS", 2)
+  pools = []
+
+  class SpiedPool(concurrent.futures.ProcessPoolExecutor):
+    def __init__(self, *args, **kwargs):
+      pools.append(self)
+      super().__init__(*args, **kwargs)
+
+  monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", SpiedPool)
+  raw_dir = str(_fake_multi30k(tmp_path / "raw")) if name == "multi30k_ende" else None
+  problem = _small_ende() if name == "multi30k_ende" else t2t_lite.get_problem(name)
+  if raw_dir is None:
+    problem.raw_pairs = lambda split, raw_dir=None, pairs=problem.raw_pairs: (
+        itertools.islice(pairs(split), 40))
+  results = {}
+  for workers in (1, 2):
+    data_dir = tmp_path / f"workers_{workers}"
+    stats = problem.prepare(str(data_dir), raw_dir, workers=workers)
+    assert stats["train"]["examples"] == 40
+    results[workers] = (stats, {path.name: path.read_bytes() for path in data_dir.iterdir()})
+    assert len(pools) == {1: 0, 2: 3}[workers]  # With 2 workers, one pool per split.
+  assert results[1] == results[2]

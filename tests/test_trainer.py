@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import export, trainer
+from t2t_lite import export, optimization, trainer, training_log
 from t2t_lite.bin import train as train_cli
 from t2t_lite.problem import Problem
 
@@ -156,6 +156,38 @@ def test_time_budget_stops_the_run_even_with_frequent_checkpoints(reverse_dir, t
   etas = re.findall(r"ETA 0:00:(\d\d)$", "\n".join(lines), re.M)  # the budget, not 100k steps
   assert len(etas) == t.step and all(int(s) <= 3 for s in etas)
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{t.step}")
+
+
+class _Clock:
+  """A clock that reads 0.5 s later at every reading: budgets in steps, not machine speed."""
+
+  def __init__(self):
+    self.now = 0.0
+
+  def time(self):
+    self.now += 0.5
+    return self.now
+
+
+def test_cooldown_brings_the_learning_rate_to_zero_by_the_end_of_the_budget(
+    reverse_dir, tmp_path, monkeypatch):
+  monkeypatch.setattr(training_log, "time", _Clock())  # The budget's and the cooldown's clock.
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  config = _config(str(tmp_path / "cooldown"), 100_000, train_minutes=0.5, cooldown_minutes=0.25)
+  t, result, lines = _train(problem, reverse_dir, config)
+  assert result["stopped"] == "time"
+  rates = [float(lr) for lr in re.findall(r"  lr ([0-9.e+-]+)  ", "\n".join(lines))]
+  assert len(rates) == t.step >= 5
+  hparams = t2t_lite.get_hparams("transformer_tiny", TINY)
+  # The factor on the paper's rate: 1 for the first 15 of the 30 seconds, then falling to 0.
+  factors = [rate / float(optimization.learning_rate(
+      step, hparams.d_model, hparams.warmup_steps, hparams.learning_rate))
+      for step, rate in enumerate(rates, 1)]
+  assert factors[0] == pytest.approx(1, rel=1e-3) and factors[-1] < 0.2
+  assert all(later <= earlier + 1e-3 for earlier, later in zip(factors, factors[1:]))
+  assert any(0.2 < factor < 0.9 for factor in factors)
+  with pytest.raises(trainer.TrainerError, match="cooldown_minutes must be > 0 and at most"):
+    _config("m", 1, train_minutes=1, cooldown_minutes=2)
 
 
 def test_batch_too_small_for_accumulation_is_refused(reverse_dir, tmp_path):

@@ -5,7 +5,7 @@
 
 Running it again on a prepared data_dir does nothing. t2t-lite-train prepares by itself too.
 While reading each split it logs (stderr) pairs read, pairs/s and an ETA every
---progress_seconds.
+--progress_seconds. A long split is tokenized by --workers processes (default: one per core).
 """
 import argparse
 import json
@@ -13,6 +13,7 @@ import logging
 import sys
 
 import t2t_lite
+from t2t_lite import problem as problem_lib
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -26,12 +27,17 @@ def parse_args(argv=None):
   parser.add_argument("--progress_seconds", type=float, default=10.0,
                       help="log pairs read, pairs/s and an ETA at most this often while "
                            "reading each split (0: only when a split is done)")
+  parser.add_argument("--workers", type=int, default=None,
+                      help="processes that tokenize a split past its first 50,000 pairs "
+                           "(default: one per core; 1: this process only)")
   parser.add_argument("--list", action="store_true", help="print the problems and exit")
   flags.add_problem_settings_flag(parser)
   flags.add_verbose_flag(parser)
   args = parser.parse_args(argv)
   if not args.list and (not args.problem or not args.data_dir):
     parser.error("--problem and --data_dir are required (or --list)")
+  if args.workers is not None and args.workers < 1:
+    parser.error(f"--workers must be at least 1, not {args.workers}")
   return args
 
 
@@ -45,7 +51,8 @@ def main(argv=None):
   try:
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
-    stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
+    stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds,
+                            args.workers or problem_lib.default_workers())
   except T2TLiteError as e:
     return cli.fail("t2t-lite-datagen", e, e.exit_status)
   summary = {split: {k: s[k] for k in ("pairs", "examples", "empty")} for split, s in stats.items()}

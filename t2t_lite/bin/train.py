@@ -28,6 +28,8 @@ HELP = {
     "train_steps": "total optimizer steps (a resumed run continues up to this number)",
     "train_minutes": "also stop (with a checkpoint) after this many minutes of this process's "
                      "wall-clock time (None = no limit)",
+    "cooldown_minutes": "not in the paper: over the last this many minutes of --train_minutes "
+                        "the learning rate falls linearly to 0 (by wall time; one worker)",
     "eval_every": "evaluate on the dev split every this many steps (and at the end)",
     "eval_steps": "dev batches (per replica) per evaluation; 0 = no evaluation",
     "strategy": "tf.distribute strategy: auto = TPU if one is found, else mirrored over all "
@@ -73,6 +75,7 @@ def parse_args(argv=None):
   add("--model_dir", help=HELP["model_dir"])
   add("--train_steps", type=int, default=100000, help=HELP["train_steps"])
   add("--train_minutes", type=float, default=None, help=HELP["train_minutes"])
+  add("--cooldown_minutes", type=float, default=None, help=HELP["cooldown_minutes"])
   add("--eval_every", type=int, default=1000, help=HELP["eval_every"])
   add("--eval_steps", type=int, default=20, help=HELP["eval_steps"])
   add("--strategy", default="auto",
@@ -123,6 +126,7 @@ def main(argv=None):
   import t2t_lite
   from t2t_lite import decoding, trainer
   from t2t_lite import model_dir as model_dir_lib
+  from t2t_lite import problem as problem_lib
   from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
 
@@ -145,12 +149,13 @@ def main(argv=None):
         keep_checkpoints=args.keep_checkpoints, grad_accum_steps=args.grad_accum_steps,
         seed=args.seed, steps_per_execution=args.steps_per_execution,
         static_shapes=args.static_shapes, pack=args.pack, log_every=args.log_every,
-        train_minutes=args.train_minutes)
+        train_minutes=args.train_minutes, cooldown_minutes=args.cooldown_minutes)
     # The run's one model_dir check: before preparing data or building anything.
     model_dir_lib.check_saved_hparams(args.model_dir, hparams, args.problem)
     if not problem.is_prepared(args.data_dir):
       print(f"preparing {args.problem} in {args.data_dir}", flush=True)
-      problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds)
+      problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds,
+                      problem_lib.default_workers())
     vocab_size = problem.tokenizer(args.data_dir).vocab_size
     run_info = {"problem": args.problem, "hparams_set": args.hparams,
                 "hparams_overrides": args.hparams_overrides}
