@@ -33,18 +33,15 @@ Nothing is dropped silently: pairs with an empty side are counted and logged at 
 (stored in the manifest, with their pair numbers), and `dataset` logs how many examples it
 drops for being longer than hparams.max_length (see `count_overlong`).
 """
-import collections
-import concurrent.futures
 import difflib
 import itertools
 import json
 import logging
-import multiprocessing
 import os
 
 import tensorflow as tf
 
-from t2t_lite import files, inputs, metrics, tokenizer
+from t2t_lite import files, inputs, metrics, prepare_workers, tokenizer
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.progress import Progress
 
@@ -54,9 +51,6 @@ SPLITS = ("train", "dev", "test")
 _SPLIT_ALIASES = {"validation": "dev", "val": "dev", "eval": "dev"}
 _FORMAT_VERSION = 1
 _CHUNK = 10000  # Pairs tokenized at once while preparing.
-# Chunks a split encodes in this process before prepare's workers start: starting one (a fresh
-# interpreter importing TensorFlow) costs seconds, which only a long split wins back.
-_INLINE_CHUNKS = 5
 _MAX_REPORTED = 10  # Pair numbers of empty pairs kept in the manifest.
 
 
@@ -184,7 +178,7 @@ class Problem:
     Logs a progress line (pairs read, pairs/s, ETA when split_size knows the total) at most
     every progress_seconds while reading a split (0: only each split's final line). This
     process reads the raw pairs and writes the records; with workers > 1 (the tools pass
-    `default_workers()`), that many processes tokenize and serialize the pairs of a long split
+    `prepare_workers.default_workers()`), that many processes tokenize and serialize the pairs of a long split
     (past 50,000 pairs); the records are the same for any number of workers. The workers are
     spawned, so a script of yours that calls this with workers > 1 needs multiprocessing's
     `if __name__ == "__main__":` guard.
@@ -243,7 +237,7 @@ class Problem:
           stats["longest"][side] = max(stats["longest"][side], count)
         stats["examples"] += 1
 
-    with _ChunkEncoder(tok, workers) as encoder:
+    with prepare_workers.ChunkEncoder(tok, workers) as encoder:
       for source, target in self.raw_pairs(split, raw_dir):
         stats["pairs"] += 1
         progress.update()
@@ -400,59 +394,6 @@ class Problem:
   def _how_to_prepare(self, data_dir):
     return (f"run `t2t-lite-datagen --problem={self.name} --data_dir={data_dir} "
             f"--raw_dir=...` first")
-
-
-def default_workers():
-  """The tools' prepare workers: one per core this process may use."""
-  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def _encode_pairs(tok, pairs):
-  """[(source, target)] -> [(serialized example, source length, target length)], EOS included:
-  the per-pair work of prepare, done by its workers."""
-  sources = tok.encode_batch([s for s, _ in pairs], add_eos=True)
-  targets = tok.encode_batch([t for _, t in pairs], add_eos=True)
-  return [(inputs.serialize_example(s, t), len(s), len(t)) for s, t in zip(sources, targets)]
-
-
-class _ChunkEncoder:
-  """_encode_pairs of chunk after chunk, results in order. The first _INLINE_CHUNKS chunks are
-  encoded in this process (a short split never pays for starting workers); later ones, with
-  workers > 1, in worker processes (the tokenizer travels pickled), at most 2 x workers chunks
-  in flight so that memory does not grow with the split. Spawned, not forked: forking a process
-  that runs TensorFlow's threads can deadlock."""
-
-  def __init__(self, tok, workers):
-    self._tok, self._workers = tok, workers
-    self._pool, self._pending = None, collections.deque()  # of futures, oldest first
-    self._chunks = 0
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc_info):
-    if self._pool:
-      self._pool.shutdown(cancel_futures=True)
-
-  def put(self, chunk):
-    """Starts encoding `chunk` -> the encoded chunks that are ready to write, in order."""
-    self._chunks += 1
-    if not chunk:
-      return []
-    if self._workers <= 1 or self._chunks <= _INLINE_CHUNKS:
-      return [_encode_pairs(self._tok, chunk)]
-    if self._pool is None:
-      self._pool = concurrent.futures.ProcessPoolExecutor(
-          self._workers, mp_context=multiprocessing.get_context("spawn"))
-    self._pending.append(self._pool.submit(_encode_pairs, self._tok, chunk))
-    ready = []
-    while len(self._pending) > 2 * self._workers or (self._pending and self._pending[0].done()):
-      ready.append(self._pending.popleft().result())
-    return ready
-
-  def finish(self):
-    """-> every chunk still being encoded, in order."""
-    return [self._pending.popleft().result() for _ in range(len(self._pending))]
 
 
 def canonical_split(split):

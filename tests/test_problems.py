@@ -14,6 +14,7 @@ import t2t_lite
 from t2t_lite.problems import multi30k
 from t2t_lite.bin import datagen
 from t2t_lite.decoding import DecodeSettings
+from t2t_lite import prepare_workers
 from t2t_lite import problem as problem_module
 from t2t_lite.problem import ProblemError
 from t2t_lite.tokenizer import normalize
@@ -216,7 +217,7 @@ def test_prepare_in_worker_processes_writes_the_same_data(name, tmp_path, monkey
   # Small chunks, so that the workers encode most of the fake corpora; spying on the pool
   # proves that they ran.
   monkeypatch.setattr(problem_module, "_CHUNK", 3)
-  monkeypatch.setattr(problem_module, "_INLINE_CHUNKS", 2)
+  monkeypatch.setattr(prepare_workers, "INLINE_CHUNKS", 2)
   pools = []
 
   class SpiedPool(concurrent.futures.ProcessPoolExecutor):

@@ -126,7 +126,7 @@ def main(argv=None):
   import t2t_lite
   from t2t_lite import decoding, trainer
   from t2t_lite import model_dir as model_dir_lib
-  from t2t_lite import problem as problem_lib
+  from t2t_lite import prepare_workers
   from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
 
@@ -155,7 +155,7 @@ def main(argv=None):
     if not problem.is_prepared(args.data_dir):
       print(f"preparing {args.problem} in {args.data_dir}", flush=True)
       problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds,
-                      problem_lib.default_workers())
+                      prepare_workers.default_workers())
     vocab_size = problem.tokenizer(args.data_dir).vocab_size
     run_info = {"problem": args.problem, "hparams_set": args.hparams,
                 "hparams_overrides": args.hparams_overrides}
