@@ -21,8 +21,9 @@
 # AT_MINUTES (earlier marks to score too, e.g. "10 20"),
 # HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM and ALPHA
 # (default: the hparams set's, 8 and 0.6), DEV_EXAMPLES (dev sentences decoded at each
-# evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps, default 1000),
-# PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a fresh WORK with them),
+# evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps,
+# default 1000), PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a
+# fresh WORK with them),
 # PRECISION (training's --mixed_precision, default bf16: on a CPU with AVX-512 bf16 or AMX its
 # steps are much faster than float32's, see docs/benchmarks.md; none = float32),
 # DECODE_PRECISION (the test decodes' --precision, default none), COOLDOWN_MINUTES (train's

@@ -178,10 +178,10 @@ class Problem:
     Logs a progress line (pairs read, pairs/s, ETA when split_size knows the total) at most
     every progress_seconds while reading a split (0: only each split's final line). This
     process reads the raw pairs and writes the records; with workers > 1 (the tools pass
-    `prepare_workers.default_workers()`), that many processes tokenize and serialize the pairs of a long split
-    (past 50,000 pairs); the records are the same for any number of workers. The workers are
-    spawned, so a script of yours that calls this with workers > 1 needs multiprocessing's
-    `if __name__ == "__main__":` guard.
+    `prepare_workers.default_workers()`), that many processes tokenize and serialize the pairs
+    of a long split (past 50,000 pairs); the records are the same for any number of workers. The
+    workers are spawned, so a script of yours that calls this with workers > 1 needs
+    multiprocessing's `if __name__ == "__main__":` guard.
 
     Returns {split: {"pairs", "examples", "empty", "empty_pairs", "lengths", "tokens",
     "longest"}}: pairs read, examples written, pairs skipped for an empty side (and the first
