@@ -20,7 +20,7 @@
 # /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
 # AT_MINUTES (earlier marks to score too, e.g. "10 20"),
 # HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM and ALPHA
-# (default: the hparams set's, 8 and 0.6), DEV_EXAMPLES (dev sentences decoded at each
+# (default: the hparams set's), DEV_EXAMPLES (dev sentences decoded at each
 # evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps,
 # default 1000), PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a
 # fresh WORK with them),
