@@ -61,10 +61,9 @@ def build_models(precisions):
   hparams = t2t_lite.get_hparams("transformer_base")
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
   for precision in precisions:
-    if precision not in models:
-      with precision_lib.building(precision):
-        models[precision] = t2t_lite.build_model(hparams, VOCAB_SIZE)
-      models[precision].set_weights(models["none"].get_weights())
+    if precision not in models:  # as t2t-lite-decode builds it
+      models[precision] = precision_lib.inference_model(
+          models["none"], precision, lambda: t2t_lite.build_model(hparams, VOCAB_SIZE))
   return models
 
 

@@ -100,18 +100,24 @@ class MultiHeadAttention(keras.layers.Layer):
     self.weight_dropout = Dropout(self.dropout)
 
   def _project(self, x, layers):
-    """Applies one or more of the [D, H, *] projections to the same x [B, T, D] as ONE matmul
-    -> a list of [B, T, H, *].
+    """Applies one or more of the [D, H, *] projections to the same x [B, T, D] -> a list of
+    [B, T, H, *].
 
-    One flat [B*T, D] x [D, H*(K+K+V)] matmul keeps the CPU's matrix units busier than three
-    narrow ones, and oneDNN fuses its bias add; the concat of the kernels is small next to it.
+    Over a sequence, as ONE flat [B*T, D] x [D, H*(K+K+V)] matmul: it keeps the CPU's matrix
+    units busier than three narrow ones, and oneDNN fuses its bias add; the concat of the
+    kernels is small next to it. In a decoding step (T = 1) the concat and the split cost more
+    than the B rows' matmuls gain by being one, so each projection is applied on its own.
     """
+    if x.shape[1] == 1 and len(layers) > 1:
+      return [self._project(x, [layer])[0] for layer in layers]
     depth = x.shape[-1]
     kernel = tf.concat([tf.cast(layer.kernel, x.dtype) for layer in layers], axis=-1)
     bias = tf.concat([tf.cast(layer.bias, x.dtype) for layer in layers], axis=-1)
     flat = tf.matmul(tf.reshape(x, [-1, depth]), tf.reshape(kernel, [depth, -1]))
     flat = tf.nn.bias_add(flat, tf.reshape(bias, [-1]))  # [B*T, H*(K+K+V)]
     projected = tf.reshape(flat, tf.concat([tf.shape(x)[:2], tf.shape(bias)], 0))
+    if len(layers) == 1:
+      return [projected]
     return tf.split(projected, [layer.kernel.shape[-1] for layer in layers], axis=-1)
 
   def _output(self, context):
@@ -124,6 +130,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def project_memory(self, memory):
     """[B, S, D] -> keys [B, S, H, K], values [B, S, H, V]: computed once for a cached decode."""
+    memory = tf.cast(memory, self.compute_dtype)  # Called directly, not through Keras' cast.
     return tuple(self._project(memory, [self.key_dense, self.value_dense]))
 
   def call(self, query, memory=None, bias=None, cache=None, decode_index=None,
@@ -147,6 +154,12 @@ class MultiHeadAttention(keras.layers.Layer):
       cache = {"k": tf.tensor_scatter_nd_update(cache["k"], at, k_new[:, 0]),  # [B, L, H, K]
                "v": tf.tensor_scatter_nd_update(cache["v"], at, v_new[:, 0])}
       k, v = cache["k"], cache["v"]
+      if k.shape[1] is None:
+        # A cache of dynamic length (no XLA) is read only up to the slot just written: every
+        # later one is masked anyway, and reading them cost as much as the matmuls.
+        k, v = k[:, :decode_index + 1], v[:, :decode_index + 1]  # [B, index+1, H, K/V]
+        bias = None if bias is None else bias[..., :decode_index + 1]
+        cache_rows = None if cache_rows is None else cache_rows[:, :decode_index + 1]
       if cache_rows is not None:
         slots = tf.broadcast_to(tf.range(tf.shape(k)[1])[None], tf.shape(cache_rows))
         where = tf.stack([cache_rows, slots], axis=-1)  # [B, L, 2]

@@ -47,15 +47,15 @@ class SharedEmbedding(keras.layers.Layer):
 
   def call(self, ids):
     """int [B, T] -> [B, T, D], scaled by sqrt(d_model)."""
-    x = tf.gather(tf.cast(self.embeddings, self.compute_dtype), ids)
+    x = tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)  # not the whole table
     return x * tf.cast(math.sqrt(self.d_model), x.dtype)
 
   def logits(self, x):
     """[B, T, D] -> float32 [B, T, V]: the pre-softmax projection with the same matrix."""
     # A flat [B*T, D] x [D, V] matmul: the matrix gradient is then one matmul, where einsum's
     # "btv,btd->vd" made XLA transpose the whole [B, T, V] gradient first (seconds on CPU).
-    flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
-    logits = tf.matmul(flat, tf.cast(self.embeddings, x.dtype), transpose_b=True)  # [B*T, V]
+    flat = tf.reshape(tf.cast(x, self.compute_dtype), [-1, self.d_model])  # [B*T, D]
+    logits = tf.matmul(flat, tf.cast(self.embeddings, flat.dtype), transpose_b=True)  # [B*T, V]
     logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
     return tf.cast(logits, tf.float32)  # [B, T, V]
 

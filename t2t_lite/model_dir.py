@@ -291,13 +291,14 @@ def _data_settings(model_dir):
 
 
 def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
-  """Builds the model of model_dir/hparams.json to compute in `precision` (precision.py),
-  restores its checkpoint and the vocabulary."""
+  """Builds the model of model_dir/hparams.json, restores its checkpoint and the vocabulary,
+  and makes it a model for decoding in `precision` (precision.inference_model)."""
   import t2t_lite  # The package's registries; imported here as the package imports us.
   hparams = read_hparams(model_dir)
   problem = t2t_lite.get_problem(read_run_info(model_dir)["problem"], **_data_settings(model_dir))
   tokenizer = problem.tokenizer(model_dir)
-  with precision_lib.building(precision):
+  precision_lib.check(precision)
+  with precision_lib.building("none"):  # checkpoints hold float32 weights
     model = t2t_lite.build_model(hparams, tokenizer.vocab_size)
   if checkpoint_path:  # Asked for by name: no other one will do.
     checkpoint = find_checkpoint(model_dir, checkpoint_path)
@@ -310,4 +311,6 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
                                          logger.warning)
     if checkpoint is None:
       find_checkpoint(model_dir)  # Raises, naming the directory.
+  model = precision_lib.inference_model(
+      model, precision, lambda: t2t_lite.build_model(hparams, tokenizer.vocab_size))
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint)

@@ -13,6 +13,11 @@ checkpoint of any run loads into any precision.
 import contextlib
 
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+# Inference needs no float32 master weights: a bf16 model for decoding holds its weights in
+# bfloat16 themselves, so that no decoding step casts every weight again. The rounding is the
+# one that cast made, and LayerNorm, softmax and logits still come out in float32: the outputs
+# are the mixed policy's.
+INFERENCE_POLICIES = dict(PRECISIONS, bf16="bfloat16")
 
 
 def check(precision, error=ValueError):
@@ -22,20 +27,34 @@ def check(precision, error=ValueError):
 
 
 @contextlib.contextmanager
-def building(precision):
+def building(precision, inference=False):
   """Layers created inside compute in `precision` (Keras reads its global dtype policy when a
-  layer is made); the previous policy is put back afterwards."""
+  layer is made), with inference=True in INFERENCE_POLICIES' dtypes; the previous policy is put
+  back afterwards."""
   import keras  # Here, so that the flags can read PRECISIONS without loading TensorFlow.
   check(precision)
   policy = keras.mixed_precision.global_policy()
-  keras.mixed_precision.set_global_policy(PRECISIONS[precision])
+  keras.mixed_precision.set_global_policy(
+      (INFERENCE_POLICIES if inference else PRECISIONS)[precision])
   try:
     yield
   finally:
     keras.mixed_precision.set_global_policy(policy)
 
 
+def inference_model(model, precision, build):
+  """A model for decoding in `precision` with the weights of `model` (float32): `build()`
+  makes it, in INFERENCE_POLICIES' dtypes. Returns `model` itself for float32."""
+  if precision == "none":
+    return model
+  with building(precision, inference=True):
+    converted = build()
+  converted.set_weights(model.get_weights())  # cast to the new weights' dtypes
+  return converted
+
+
 def of_model(model):
   """The precision a built model computes in (its dtype policy), by the names above."""
-  names = {policy: name for name, policy in PRECISIONS.items()}
+  names = {policy: name for table in (PRECISIONS, INFERENCE_POLICIES)
+           for name, policy in table.items()}
   return names.get(model.dtype_policy.name, model.dtype_policy.name)
