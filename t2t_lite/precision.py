@@ -2,13 +2,15 @@
 
   none  float32 everywhere.
   bf16  bfloat16 matmuls and activations, float32 weights (Keras "mixed_bfloat16"): TPUs, recent
-        GPUs, and CPUs with AVX-512 bf16 or AMX. Softmax, logits, log-probabilities, the loss
-        and beam scores stay float32 (attention.py, embedding.py), so rankings are stable.
+        GPUs, and CPUs with AVX-512 bf16 or AMX. Softmax, LayerNorm, the residual stream,
+        logits, log-probabilities, the loss and beam scores stay float32 (attention.py,
+        embedding.py, transformer.py), so rankings are stable.
   fp16  float16 the same way (GPUs); training adds dynamic loss scaling (trainer.py).
 
 Training (--mixed_precision) and inference (--precision of decode, export, attention and
-`translate()`) take the same names. The weights are float32 in every precision, so a
-checkpoint of any run loads into any precision.
+`translate()`) take the same names. Checkpoints hold float32 weights in every precision, so a
+checkpoint of any run loads into any precision; a bf16 model for inference rounds them to
+bfloat16 once (`inference_model`).
 """
 import contextlib
 

@@ -370,8 +370,9 @@ def test_xla_compiled_beam_search_answers_the_same():
 
 
 def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp_path):
-  """--precision=bf16: bfloat16 matmuls in the graph TF Serving loads (weights stay float32),
-  the precision in the settings file, and `saved_model_cli run` printing what
+  """--precision=bf16: bfloat16 matmuls and weights in the graph TF Serving loads (LayerNorm's
+  stay float32), no mixed bf16 x float32 product (TensorFlow runs those as the slow
+  SparseMatMul), the precision in the settings file, and `saved_model_cli run` printing what
   `t2t-lite-decode --precision=bf16` prints."""
   import numpy as np
   export_dir = str(tmp_path / "exports")
@@ -390,6 +391,15 @@ def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp
       for function in meta_graph.graph_def.library.function for node in function.node_def
       if node.op in ("MatMul", "BatchMatMulV2", "BatchMatMulV3")}
   assert "DT_BFLOAT16" in matmul_types, matmul_types
+  assert not any(node.op == "SparseMatMul" for meta_graph in saved_model.meta_graphs
+                 for function in meta_graph.graph_def.library.function
+                 for node in function.node_def)
+  reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+  sizes = {}  # dtype -> number of weights
+  for name, shape in reader.get_variable_to_shape_map().items():
+    dtype = reader.get_variable_to_dtype_map()[name]
+    sizes[dtype] = sizes.get(dtype, 0) + int(np.prod(shape))
+  assert sizes.get(tf.bfloat16, 0) > 0.95 * sum(sizes.values()), sizes  # LayerNorm's: float32
 
   np.save(tmp_path / "inputs.npy", np.array(REQUEST, dtype=object))
   run = subprocess.run(

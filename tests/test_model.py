@@ -124,6 +124,34 @@ def test_cached_decode_steps_equal_full_decode():
   np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=2e-5)
 
 
+@pytest.mark.parametrize("norm_type", ["post", "pre"])
+def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model(norm_type):
+  """precision.inference_model: bfloat16 weights (LayerNorm's float32), the same logits and
+  beams as the mixed policy model that casts float32 weights at every use; under mixed
+  precision the residual stream stays float32."""
+  from t2t_lite import precision, search
+  reference = tiny_model(overrides=f"norm_type={norm_type}")
+  build = lambda: t2t_lite.build_model(reference.hparams, 40)  # noqa: E731
+  with precision.building("bf16"):
+    mixed = build()
+  mixed.set_weights(reference.get_weights())
+  inference = precision.inference_model(reference, "bf16", build)
+  assert precision.of_model(inference) == precision.of_model(mixed) == "bf16"
+  float32 = {w.path for w in inference.weights if w.dtype == "float32"}
+  assert float32 and all("norm" in path for path in float32), float32
+  assert precision.inference_model(reference, "none", build) is reference
+
+  inputs = random_ids([3, 7], seed=4)
+  features = {"inputs": inputs, "targets": random_ids([3, 5], seed=5)}
+  np.testing.assert_array_equal(mixed(features).numpy(), inference(features).numpy())
+  encoded, _ = mixed.encode(inputs)
+  assert encoded.dtype == tf.float32  # the residual stream, not bfloat16
+  settings = dict(beam_size=4, alpha=0.6, extra_length=6)
+  for a, b in zip(search.beams(mixed, inputs, **settings), search.beams(inference, inputs,
+                                                                         **settings)):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 @pytest.mark.parametrize("position", [0, 1, 17, 250])
 @pytest.mark.parametrize("i", [0, 5, 127, 255])
 def test_sinusoid_equals_closed_form(position, i):
