@@ -210,8 +210,7 @@ def main():
   keras.utils.set_random_seed(0)  # as decode_speed.py: the same weights and sentences
   hparams = t2t_lite.get_hparams("transformer_base")
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
-  models["bf16"] = precision_lib.inference_model(
-      models["none"], "bf16", lambda: t2t_lite.build_model(hparams, VOCAB_SIZE))
+  models["bf16"] = precision_lib.inference_model(models["none"], "bf16")
   rng = np.random.default_rng(BATCH)
   inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
   inputs[:, -1] = 1  # EOS

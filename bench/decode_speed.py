@@ -62,8 +62,7 @@ def build_models(precisions):
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
   for precision in precisions:
     if precision not in models:  # as t2t-lite-decode builds it
-      models[precision] = precision_lib.inference_model(
-          models["none"], precision, lambda: t2t_lite.build_model(hparams, VOCAB_SIZE))
+      models[precision] = precision_lib.inference_model(models["none"], precision)
   return models
 
 

@@ -120,8 +120,7 @@ def export_random(work_dir, precisions, jit_compile):
   reference = t2t_lite.build_model(hparams, tok.vocab_size)
   paths = {}
   for precision in precisions:
-    model = precision_lib.inference_model(  # as t2t-lite-export builds it
-        reference, precision, lambda: t2t_lite.build_model(hparams, tok.vocab_size))
+    model = precision_lib.inference_model(reference, precision)  # as t2t-lite-export
     translator = decoding.Translator(model, tok, beam_size=4, alpha=0.6, extra_length=50,
                                     max_input_length=256)
     module = export.TranslationModule(translator, jit_compile=jit_compile)

@@ -311,6 +311,5 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
                                          logger.warning)
     if checkpoint is None:
       find_checkpoint(model_dir)  # Raises, naming the directory.
-  model = precision_lib.inference_model(
-      model, precision, lambda: t2t_lite.build_model(hparams, tokenizer.vocab_size))
+  model = precision_lib.inference_model(model, precision)
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint)

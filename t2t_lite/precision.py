@@ -44,13 +44,14 @@ def building(precision, inference=False):
     keras.mixed_precision.set_global_policy(policy)
 
 
-def inference_model(model, precision, build):
-  """A model for decoding in `precision` with the weights of `model` (float32): `build()`
-  makes it, in INFERENCE_POLICIES' dtypes. Returns `model` itself for float32."""
+def inference_model(model, precision):
+  """A Transformer for decoding in `precision` with the weights of `model` (float32), built in
+  INFERENCE_POLICIES' dtypes. Returns `model` itself for float32."""
+  from t2t_lite.transformer import build_model  # Here: the flags import us without TensorFlow.
   if precision == "none":
     return model
   with building(precision, inference=True):
-    converted = build()
+    converted = build_model(model.hparams, model.vocab_size)
   converted.set_weights(model.get_weights())  # cast to the new weights' dtypes
   return converted
 

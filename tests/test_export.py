@@ -395,10 +395,9 @@ def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp
                  for function in meta_graph.graph_def.library.function
                  for node in function.node_def)
   reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
-  sizes = {}  # dtype -> number of weights
+  dtypes, sizes = reader.get_variable_to_dtype_map(), {}  # sizes: dtype -> number of weights
   for name, shape in reader.get_variable_to_shape_map().items():
-    dtype = reader.get_variable_to_dtype_map()[name]
-    sizes[dtype] = sizes.get(dtype, 0) + int(np.prod(shape))
+    sizes[dtypes[name]] = sizes.get(dtypes[name], 0) + int(np.prod(shape))
   assert sizes.get(tf.bfloat16, 0) > 0.95 * sum(sizes.values()), sizes  # LayerNorm's: float32
 
   np.save(tmp_path / "inputs.npy", np.array(REQUEST, dtype=object))

@@ -131,15 +131,14 @@ def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model
   precision the residual stream stays float32."""
   from t2t_lite import precision, search
   reference = tiny_model(overrides=f"norm_type={norm_type}")
-  build = lambda: t2t_lite.build_model(reference.hparams, 40)  # noqa: E731
   with precision.building("bf16"):
-    mixed = build()
+    mixed = t2t_lite.build_model(reference.hparams, 40)
   mixed.set_weights(reference.get_weights())
-  inference = precision.inference_model(reference, "bf16", build)
+  inference = precision.inference_model(reference, "bf16")
   assert precision.of_model(inference) == precision.of_model(mixed) == "bf16"
   float32 = {w.path for w in inference.weights if w.dtype == "float32"}
   assert float32 and all("norm" in path for path in float32), float32
-  assert precision.inference_model(reference, "none", build) is reference
+  assert precision.inference_model(reference, "none") is reference
 
   inputs = random_ids([3, 7], seed=4)
   features = {"inputs": inputs, "targets": random_ids([3, 5], seed=5)}
