@@ -37,6 +37,25 @@ def cache_bias(index, cache_length):
   return tf.cast(tf.range(cache_length) > index, tf.float32)[None, None, None, :] * NEG_INF
 
 
+def _write_slot(buffer, new, index):
+  """buffer [B, H, L, K], new [B, H, 1, K] -> the buffer with slot `index` replaced by new (in
+  place under XLA)."""
+  batch, heads = tf.shape(buffer)[0], buffer.shape[1]
+  rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")  # [B, H]
+  at = tf.stack([rows, head_ids, tf.fill([batch, heads], index)], axis=-1)  # [B, H, 3]
+  return tf.tensor_scatter_nd_update(buffer, at, new[:, :, 0])
+
+
+def _read_rows(buffer, rows):
+  """buffer [B, H, L, K], rows int [B, L] -> [B, H, L, K] whose slot t of row b is the
+  buffer's slot t of row rows[b, t]."""
+  shape = [tf.shape(rows)[0], buffer.shape[1], tf.shape(rows)[1]]  # [B, H, L]
+  where = tf.stack([tf.broadcast_to(rows[:, None, :], shape),
+                    tf.broadcast_to(tf.range(shape[1])[None, :, None], shape),
+                    tf.broadcast_to(tf.range(shape[2])[None, None, :], shape)], axis=-1)
+  return tf.gather_nd(buffer, where)  # where: [B, H, L, 3]
+
+
 class Projection(keras.layers.Layer):
   """The weights of one projection: `kernel` [..., out] and `bias`, created here and applied by
   MultiHeadAttention's own matmuls (which batch several projections into one).
@@ -129,7 +148,7 @@ class MultiHeadAttention(keras.layers.Layer):
     return tf.reshape(flat, tf.concat([tf.shape(context)[:2], [self.output_depth]], 0))
 
   def project_memory(self, memory):
-    """[B, S, D] -> keys [B, S, H, K], values [B, S, H, V]: computed once for a cached decode."""
+    """[B, S, D] -> keys [B, S, H, K], values [B, S, H, V]."""
     memory = tf.cast(memory, self.compute_dtype)  # Called directly, not through Keras' cast.
     return tuple(self._project(memory, [self.key_dense, self.value_dense]))
 
@@ -137,37 +156,14 @@ class MultiHeadAttention(keras.layers.Layer):
            training=None, return_attention=False, cache_rows=None):
     """Attends from `query` [B, T, D] to `memory` [B, S, D] (self-attention when None).
 
-    With `cache` (dict with "k", "v" [B, L, H, K/V]) and `decode_index`, this is one step of
-    incremental self-attention: the new key/value is written at `decode_index` and the query
-    attends to slots 0..decode_index. With a cache holding only "k", "v" and no decode_index,
-    the cached keys/values are used as they are (encoder-decoder attention while decoding).
-    Returns the output [B, T, D] and the updated cache (and the weights with return_attention).
-
-    `cache_rows` int [B, L] (beam search without cache reordering, see beam_search.py): row b's
-    key/value of slot t is read from cache row cache_rows[b, t]; the new one is written to row b.
+    With `cache`, this is one step of decoding (T = 1, see `_step`): self-attention with
+    `decode_index` and a cache from `empty_cache`, encoder-decoder attention with one from
+    `memory_cache`. Returns the output [B, T, D] and the updated cache (None without one), and
+    the weights [B, H, T, S] with return_attention (not while decoding).
     """
-    if cache is not None and decode_index is not None:  # one step of cached self-attention
-      q, k_new, v_new = self._project(
-          query, [self.query_dense, self.key_dense, self.value_dense])  # [B, 1, H, K/K/V]
-      batch = tf.shape(query)[0]
-      at = tf.stack([tf.range(batch), tf.fill([batch], decode_index)], axis=1)  # [B, 2]
-      cache = {"k": tf.tensor_scatter_nd_update(cache["k"], at, k_new[:, 0]),  # [B, L, H, K]
-               "v": tf.tensor_scatter_nd_update(cache["v"], at, v_new[:, 0])}
-      k, v = cache["k"], cache["v"]
-      if k.shape[1] is None:
-        # A cache of dynamic length (no XLA) is read only up to the slot just written: every
-        # later one is masked anyway, and reading them cost as much as the matmuls.
-        k, v = k[:, :decode_index + 1], v[:, :decode_index + 1]  # [B, index+1, H, K/V]
-        bias = None if bias is None else bias[..., :decode_index + 1]
-        cache_rows = None if cache_rows is None else cache_rows[:, :decode_index + 1]
-      if cache_rows is not None:
-        slots = tf.broadcast_to(tf.range(tf.shape(k)[1])[None], tf.shape(cache_rows))
-        where = tf.stack([cache_rows, slots], axis=-1)  # [B, L, 2]
-        k, v = tf.gather_nd(k, where), tf.gather_nd(v, where)  # [B, L, H, K], [B, L, H, V]
-    elif cache is not None:  # encoder-decoder attention to cached memory keys / values
-      q, = self._project(query, [self.query_dense])  # [B, T, H, K]
-      k, v = cache["k"], cache["v"]  # [B, S, H, K], [B, S, H, V]
-    elif memory is not None:  # encoder-decoder attention
+    if cache is not None:
+      return self._step(query, cache, decode_index, bias, cache_rows)
+    if memory is not None:  # encoder-decoder attention
       q, = self._project(query, [self.query_dense])  # [B, T, H, K]
       k, v = self.project_memory(memory)  # [B, S, H, K], [B, S, H, V]
     else:  # self-attention over a whole sequence
@@ -175,8 +171,6 @@ class MultiHeadAttention(keras.layers.Layer):
           query, [self.query_dense, self.key_dense, self.value_dense])  # [B, T, H, K/K/V]
 
     q = q * tf.cast(self.key_depth ** -0.5, q.dtype)
-    if cache is not None and not return_attention and query.shape[1] == 1:
-      return self._one_query(q, k, v, bias), cache
     # Heads first, then batched matmuls: without XLA, TensorFlow runs these faster than the
     # equivalent einsum (see docs/benchmarks.md); XLA compiles both forms alike.
     q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))  # [B, H, T|S, K|V]
@@ -189,21 +183,71 @@ class MultiHeadAttention(keras.layers.Layer):
     context = tf.transpose(tf.matmul(dropped, v), [0, 2, 1, 3])  # [B, T, H, V]
     output = self._output(context)  # [B, T, D]
     if return_attention:
-      return output, cache, weights
-    return output, cache
+      return output, None, weights
+    return output, None
 
-  def _one_query(self, q, k, v, bias):
-    """Decoding step (T = 1, no dropout): q [B, 1, H, K], k [B, S, H, K], v [B, S, H, V].
+  # Decoding, one query a step. Cached keys and values are kept heads first, [B, H, S, K], so
+  # that a step's attention is two batched matmuls reading them where they are (no transpose).
 
-    Products and sums instead of einsum: a matrix-vector product is memory-bound anyway, no
-    transpose of the cache is made, and XLA fuses a gather of k, v (cache_rows) into them.
+  def memory_cache(self, memory):
+    """Encoder-decoder attention: memory [B, S, D] -> {"keys" [B, H, S, K], "values"
+    [B, H, S, V]}, projected once for the whole decode."""
+    k, v = self.project_memory(memory)  # [B, S, H, K], [B, S, H, V]
+    return {"keys": tf.transpose(k, [0, 2, 1, 3]), "values": tf.transpose(v, [0, 2, 1, 3])}
+
+  def empty_cache(self, batch, dtype, max_length=None):
+    """Self-attention. With `max_length` (XLA, TPU: static shapes): {"key_buffer",
+    "value_buffer"} [B, H, L, K/V]; step i writes slot i in place. Without: {"keys", "values"}
+    [B, H, 0, K/V], one slot longer after each step, so that no step copies or reads a slot
+    not yet written (a buffer's update copies all of it when not run by XLA).
     """
-    logits = tf.cast(tf.reduce_sum(q * k, axis=-1), tf.float32)  # [B, S, H]
+    heads, k, v = self.num_heads, self.key_depth, self.value_depth
+    if max_length is not None:
+      return {"key_buffer": tf.zeros([batch, heads, max_length, k], dtype),
+              "value_buffer": tf.zeros([batch, heads, max_length, v], dtype)}
+    # The slot axis changes size in the decoding loop, so its static size must be unknown.
+    static_batch = batch if isinstance(batch, int) else None
+    return {name: tf.compat.v1.placeholder_with_default(
+        tf.zeros([batch, heads, 0, depth], dtype), [static_batch, heads, None, depth])
+            for name, depth in (("keys", k), ("values", v))}
+
+  def _step(self, query, cache, decode_index, bias, cache_rows):
+    """One decoding step: query [B, 1, D] -> (output [B, 1, D], updated cache).
+
+    Self-attention when `decode_index` is given: the query's own key and value join the cache,
+    and it attends to slots 0..decode_index; `cache_rows` int [B, L] (beam search without
+    cache reordering, beam_search.py) makes row b read slot t from buffer row cache_rows[b, t].
+    Without decode_index: encoder-decoder attention to a `memory_cache`.
+    """
+    def heads_first(x):  # [B, 1, H, *] -> [B, H, 1, *]: the same memory layout, as T = 1
+      return tf.reshape(x, [-1, self.num_heads, 1, x.shape[-1]])
+
+    if decode_index is None:
+      q, = self._project(query, [self.query_dense])
+      k, v = cache["keys"], cache["values"]  # [B, H, S, K], [B, H, S, V]
+    else:
+      q, k_new, v_new = (heads_first(t) for t in self._project(
+          query, [self.query_dense, self.key_dense, self.value_dense]))  # [B, H, 1, K/K/V]
+      if "keys" in cache:  # growing
+        cache = {"keys": tf.concat([cache["keys"], k_new], axis=2),  # [B, H, i + 1, K]
+                 "values": tf.concat([cache["values"], v_new], axis=2)}
+        k, v = cache["keys"], cache["values"]
+      else:  # buffers
+        cache = {"key_buffer": _write_slot(cache["key_buffer"], k_new, decode_index),
+                 "value_buffer": _write_slot(cache["value_buffer"], v_new, decode_index)}
+        k, v = cache["key_buffer"], cache["value_buffer"]  # [B, H, L, K/V]
+        if cache_rows is not None:
+          k, v = _read_rows(k, cache_rows), _read_rows(v, cache_rows)
+        unwritten = cache_bias(decode_index, tf.shape(k)[2])  # [1, 1, 1, L]
+        bias = unwritten if bias is None else bias + unwritten
+    q = heads_first(q) * tf.cast(self.key_depth ** -0.5, q.dtype)  # [B, H, 1, K]
+    logits = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)  # [B, H, 1, S]
     if bias is not None:
-      logits += tf.transpose(tf.cast(bias, tf.float32)[:, :, 0], [0, 2, 1])  # [B|1, S, 1]
-    weights = tf.cast(tf.nn.softmax(logits, axis=1), v.dtype)  # [B, S, H]
-    context = tf.reduce_sum(weights[:, :, :, None] * v, axis=1, keepdims=True)  # [B, 1, H, V]
-    return self._output(context)  # [B, 1, D]
+      logits += tf.cast(bias, tf.float32)
+    weights = tf.cast(tf.nn.softmax(logits), v.dtype)
+    context = tf.matmul(weights, v)  # [B, H, 1, V]
+    context = tf.reshape(context, [-1, 1, self.num_heads, self.value_depth])  # [B, 1, H, V]
+    return self._output(context), cache
 
   def get_config(self):
     config = super().get_config()

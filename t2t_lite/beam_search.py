@@ -64,6 +64,36 @@ def _gather_flat(x, indices, beam_size):
   return tf.ensure_shape(tf.gather(x, tf.reshape(flat, [-1])), x.shape)
 
 
+def top_k(x, k, chunk=128):
+  """tf.math.top_k(x, k) of x float32 [B, N], exactly (values, indices and the order of ties),
+  reading most of x only once.
+
+  TensorFlow's TopK costs several times a pass over x (a vocabulary times the beam, at every
+  step). Here: the maximum of each chunk of x, the k best chunks (every one of the k best
+  elements is in one of them: a chunk ranked before an element's own holds an element ranked
+  before it), then TopK over those k chunks, taken in their order in x so that ties still go
+  to the lower index.
+  """
+  n = x.shape[-1]
+  if n is None or n <= k * chunk:
+    return tf.math.top_k(x, k)
+  if n % chunk:
+    x = tf.pad(x, [[0, 0], [0, -n % chunk]], constant_values=-float("inf"))
+  chunks = tf.reshape(x, [tf.shape(x)[0], -1, chunk])  # [B, N / chunk, chunk]
+  _, best = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)  # [B, k]
+  best = tf.sort(best, axis=-1)
+  candidates = tf.reshape(tf.gather(chunks, best, batch_dims=1), [-1, k * chunk])  # [B, k*chunk]
+  values, where = tf.math.top_k(candidates, k)  # [B, k]
+  return values, tf.gather(best, where // chunk, batch_dims=1) * chunk + where % chunk
+
+
+def _keep_static_shape(new, old):
+  """Static shapes in, static shapes out: `new` gets back the static sizes of `old` that it lost
+  (a dynamic batch_size loses them); a size that changed (a growing cache, eagerly) is new's."""
+  return tf.ensure_shape(new, [n if n is not None else o for n, o in
+                               zip(new.shape.as_list(), old.shape.as_list())])
+
+
 def _valid(scores):
   return scores > NEG_INF / 2
 
@@ -160,7 +190,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     candidates = state.live_logprobs[:, :, None] + logprobs  # [B, K, V]
 
     # The 2K best expansions of the K live prefixes.
-    top_logprobs, top_flat = tf.math.top_k(tf.reshape(candidates, [batch_size, -1]), 2 * k)
+    top_logprobs, top_flat = top_k(tf.reshape(candidates, [batch_size, -1]), 2 * k)
     top_beams = top_flat // vocab  # [B, 2K]
     top_ids = top_flat % vocab  # [B, 2K]
     top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]
@@ -203,9 +233,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
                           finished_seqs=finished_seqs, finished_scores=finished_scores,
                           done=done, cache=new_cache, rows=rows, mask_state=mask_state)
-    # Static shapes in, static shapes out (a dynamic batch_size would lose them).
-    return (tf.nest.map_structure(lambda new, old: tf.ensure_shape(new, old.shape),
-                                  new_state, state),)
+    return (tf.nest.map_structure(_keep_static_shape, new_state, state),)
 
   (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)
   return state.finished_seqs[:, :, 1:], state.finished_scores  # [B, K, L], [B, K]

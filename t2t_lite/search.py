@@ -64,10 +64,16 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
       max_decode_length = tf.minimum(max_decode_length, model.hparams.max_length)
   if max_lengths is None:
     max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
-  if cached:
-    # The cache is never reordered between beams: each step reads through `rows` instead.
+  reorder_cache = True
+  if cached and static_shapes:
+    # Static buffers, never reordered between beams: each step reads through `rows` instead
+    # (under XLA the buffers are updated in place and the reads fuse into the step).
     step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
     cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
+    reorder_cache = False
+  elif cached:
+    # Growing keys/values, reordered by beam after each step: both copy only written slots.
+    step, cache = model.decode_step, model.init_cache(encoder_output, inputs_mask)
   else:
     step, cache = _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length,
                                     static_shapes)
@@ -81,7 +87,7 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
   return beam_search_lib.beam_search(
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=eos_id,
       max_decode_length=max_decode_length, max_lengths=max_lengths, min_length=min_length,
-      reorder_cache=not cached, logits_mask_fn=constraint and constraint.mask_logits,
+      reorder_cache=reorder_cache, logits_mask_fn=constraint and constraint.mask_logits,
       mask_state=mask_state)
 
 

@@ -6,8 +6,7 @@ F d_ff, V vocabulary. Token id 0 is padding, id 1 end-of-sequence.
 import keras
 import tensorflow as tf
 
-from t2t_lite.attention import (MultiHeadAttention, cache_bias, causal_bias, padding_bias,
-                                segment_bias)
+from t2t_lite.attention import MultiHeadAttention, causal_bias, padding_bias, segment_bias
 from t2t_lite.dropout import Dropout
 from t2t_lite.embedding import PositionEncoding, SharedEmbedding
 
@@ -126,14 +125,16 @@ class DecoderLayer(_Block):
            training=None, return_attention=False, cache_rows=None):
     """x [B, T, D], memory [B, S, D] -> [B, T, D].
 
-    When decoding one step at a time, T = 1 and `cache` holds this layer's "k", "v" [B, L, H, *]
-    (self-attention, written at `decode_index`) and "memory_k", "memory_v" [B, S, H, *].
-    Returns (x, cache) and, with return_attention, the two attention weight tensors.
+    When decoding one step at a time, T = 1 and `cache` holds this layer's self-attention cache
+    (attention.py's empty_cache, updated at `decode_index`) and its memory_cache, whose names
+    start with "memory_". Returns (x, cache) and, with return_attention, the two attention
+    weight tensors.
     """
     self_cache = memory_cache = None
     if cache is not None:
-      self_cache = {"k": cache["k"], "v": cache["v"]}
-      memory_cache = {"k": cache["memory_k"], "v": cache["memory_v"]}
+      self_cache = {name: t for name, t in cache.items() if not name.startswith("memory_")}
+      memory_cache = {name[len("memory_"):]: t for name, t in cache.items()
+                      if name.startswith("memory_")}
     x, self_extra = self._sublayer(
         x, self.norm1,
         lambda y: self.self_attention(y, bias=self_bias, cache=self_cache,
@@ -147,7 +148,7 @@ class DecoderLayer(_Block):
         training)
     x, _ = self._sublayer(x, self.norm3, lambda y: (self.ffn(y, training=training),), training)
     if cache is not None:
-      cache = dict(cache, k=self_extra[0]["k"], v=self_extra[0]["v"])
+      cache = dict(cache, **self_extra[0])
     if return_attention:
       return x, cache, self_extra[1], cross_extra[1]
     return x, cache
@@ -272,36 +273,33 @@ class Transformer(keras.Model):
     return {"encoder_self": encoder_weights, "decoder_self": self_weights,
             "encoder_decoder": cross_weights}
 
-  def init_cache(self, encoder_output, inputs_mask, max_decode_length):
+  def init_cache(self, encoder_output, inputs_mask, max_decode_length=None):
     """The state of incremental decoding; every leaf has leading dim B (for beam tiling).
 
-    Self-attention keys/values get a static [B, L, H, K/V] buffer (XLA-friendly) and the
-    encoder-decoder keys/values are computed here once, not at every step.
+    Per decoder layer, the self-attention keys/values (attention.py's empty_cache): with
+    max_decode_length, static [B, H, L, K/V] buffers (XLA, TPU); without, keys/values that grow
+    by one slot per step. The encoder-decoder keys/values are computed here once.
     """
-    hp = self.hparams
-    batch = tf.shape(encoder_output)[0]
-    dtype = self.compute_dtype
+    batch = encoder_output.shape[0] or tf.shape(encoder_output)[0]
     layers = []
     for layer in self.decoder_layers:
-      memory_k, memory_v = layer.cross_attention.project_memory(encoder_output)  # [B, S, H, *]
-      layers.append({
-          "k": tf.zeros([batch, max_decode_length, hp.num_heads, hp.key_depth], dtype),
-          "v": tf.zeros([batch, max_decode_length, hp.num_heads, hp.value_depth], dtype),
-          "memory_k": memory_k, "memory_v": memory_v})
+      memory = layer.cross_attention.memory_cache(encoder_output)  # [B, H, S, K/V]
+      layers.append(dict(
+          layer.self_attention.empty_cache(batch, self.compute_dtype, max_decode_length),
+          **{f"memory_{name}": t for name, t in memory.items()}))
     return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
 
   def decode_step(self, ids, index, cache, cache_rows=None):
     """ids int [B]: the token at position index-1 (0 at index 0) -> (logits [B, V], cache).
 
-    cache_rows: optional int [B, L] from beam search without cache reordering: row b reads its
-    self-attention keys/values of slot t from cache row cache_rows[b, t] (see beam_search.py).
+    cache_rows: optional int [B, L] from beam search without cache reordering (static buffers
+    only): row b reads its self-attention keys/values of slot t from cache row
+    cache_rows[b, t] (see beam_search.py).
     """
     x = self._embed(ids[:, None], "decoder", training=False, start=index)  # [B, 1, D]
-    cache_length = tf.shape(cache["layers"][0]["k"])[1]
-    self_bias = cache_bias(index, cache_length)  # [1, 1, 1, L]
     new_layers = []
     for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
-      x, layer_cache = layer(x, None, self_bias, cache["memory_bias"], cache=layer_cache,
+      x, layer_cache = layer(x, None, None, cache["memory_bias"], cache=layer_cache,
                              decode_index=index, training=False, cache_rows=cache_rows)
       new_layers.append(layer_cache)
     logits = self.embedding.logits(self._final_norm(x, "decoder"))[:, 0]  # [B, V]

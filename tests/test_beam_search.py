@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.beam_search import NEG_INF, beam_search, length_penalty
+from t2t_lite.beam_search import NEG_INF, beam_search, length_penalty, top_k
 
 PAD, EOS = 0, 1
 LETTERS = "abehlmo"
@@ -296,3 +296,17 @@ def test_bad_arguments():
     search(model, beam_size=0)
   with pytest.raises(ValueError, match="alpha must be >= 0"):
     search(model, beam_size=1, alpha=-1.0)
+
+
+@pytest.mark.parametrize("n", [4 * 32000, 37003, 130])
+def test_top_k_equals_tf_top_k_with_ties_and_dead_beams(n):
+  """beam_search.top_k (through chunk maxima) gives tf.math.top_k's values and indices,
+  ties ordered by index, for sizes not a multiple of the chunk and NEG_INF entries."""
+  rng = np.random.default_rng(n)
+  for scale in (2.0, 100.0):  # rounded to integers: many ties at 2
+    x = np.round(rng.normal(size=(5, n)) * scale).astype(np.float32)
+    x[:, rng.integers(0, n, 10)] = NEG_INF
+    expected = tf.math.top_k(x, 8)
+    values, indices = top_k(tf.constant(x), 8)
+    np.testing.assert_array_equal(values.numpy(), expected.values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())

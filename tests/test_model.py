@@ -110,18 +110,40 @@ def test_embedding_is_shared_and_scaled():
                              tf.gather(shared[0], ids).numpy() * math.sqrt(64), rtol=1e-6)
 
 
-def test_cached_decode_steps_equal_full_decode():
+@pytest.mark.parametrize("cache_kind", ["buffers", "growing", "growing_in_graph"])
+def test_cached_decode_steps_equal_full_decode(cache_kind):
+  """Both self-attention caches (static buffers for XLA, growing keys/values otherwise) give
+  the logits of the full decoder, eagerly and in a tf.function loop (a growing cache's
+  static length must be unknown there)."""
   model = tiny_model()
   inputs, targets = random_ids([2, 6], seed=8), random_ids([2, 5], seed=9)
   full = model({"inputs": inputs, "targets": targets}).numpy()
   encoded, mask = model.encode(inputs)
-  cache = model.init_cache(encoded, mask, max_decode_length=5)
+  step = model.decode_step
+  if cache_kind == "growing_in_graph":
+    def all_steps(encoded, mask):
+      cache = model.init_cache(encoded, mask)
+      steps = tf.TensorArray(tf.float32, size=5)
+      previous = tf.zeros([2], tf.int32)
+      for i in tf.range(5):
+        logits, cache = step(previous, i, cache)
+        steps = steps.write(i, logits)
+        previous = tf.gather(tf.constant(targets), i, axis=1)
+      return tf.transpose(steps.stack(), [1, 0, 2])
+    np.testing.assert_allclose(tf.function(all_steps)(encoded, mask).numpy(), full, atol=2e-5)
+    return
+  cache = model.init_cache(encoded, mask, 5 if cache_kind == "buffers" else None)
   previous, steps = tf.zeros([2], tf.int32), []
   for i in range(5):
-    logits, cache = model.decode_step(previous, tf.constant(i), cache)
+    logits, cache = step(previous, tf.constant(i), cache)
     steps.append(logits.numpy())
     previous = tf.constant(targets[:, i])
   np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=2e-5)
+  self_cache = cache["layers"][0]
+  if cache_kind == "growing":
+    assert self_cache["keys"].shape == (2, 4, 5, 16)  # [B, H, slots written, K]
+  else:
+    assert self_cache["key_buffer"].shape == (2, 4, 5, 16)
 
 
 @pytest.mark.parametrize("norm_type", ["post", "pre"])
