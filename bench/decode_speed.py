@@ -8,8 +8,10 @@ sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_l
 every hypothesis runs to the maximum length, 82 tokens: random weights would otherwise stop at
 arbitrary points, and the number of steps would not be comparable between runs or programs.
 
-  cached    model.decode_step: self-attention keys/values cached per layer in static-size
-            [B*K, L, ...] buffers (masked), encoder keys/values projected once;
+  cached    model.decode_step: self-attention keys/values cached per layer (without XLA:
+            growing by one slot a step, reordered by beam; with XLA: static-size
+            [B*K, H, L, ...] buffers read through each hypothesis' rows), encoder keys/values
+            projected once;
   uncached  model.decode over the whole prefix at every step (the growing prefix without XLA;
             the fixed-size [B*K, L] buffer with XLA, which needs static shapes).
 

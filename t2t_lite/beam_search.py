@@ -19,8 +19,9 @@ or at its own maximum length, where the live hypotheses are finished as they are
 
 The cache follows its hypotheses: by default every changed leaf is gathered by parent beam after
 each step (flax, tensor2tensor); with reorder_cache=False nothing is copied and the step function
-reads a hypothesis' earlier slots through `rows` instead (what the Transformer does: copying
-every layer's key/value cache at every step costs more than the rest of a step on a CPU).
+reads a hypothesis' earlier slots through `rows` instead. search.py uses the first for the
+Transformer's growing caches (no XLA) and the second for its static buffers (XLA), where
+copying whole buffers at every step would cost more than the rest of a step.
 """
 from typing import Any, NamedTuple
 
