@@ -223,11 +223,12 @@ class MultiHeadAttention(keras.layers.Layer):
       return tf.reshape(x, [-1, self.num_heads, 1, x.shape[-1]])
 
     if decode_index is None:
-      q, = self._project(query, [self.query_dense])
+      q, = self._project(query, [self.query_dense])  # [B, 1, H, K]
       k, v = cache["keys"], cache["values"]  # [B, H, S, K], [B, H, S, V]
     else:
-      q, k_new, v_new = (heads_first(t) for t in self._project(
-          query, [self.query_dense, self.key_dense, self.value_dense]))  # [B, H, 1, K/K/V]
+      q, k_new, v_new = self._project(
+          query, [self.query_dense, self.key_dense, self.value_dense])  # [B, 1, H, K/K/V]
+      k_new, v_new = heads_first(k_new), heads_first(v_new)  # [B, H, 1, K/V]
       if "keys" in cache:  # growing
         cache = {"keys": tf.concat([cache["keys"], k_new], axis=2),  # [B, H, i + 1, K]
                  "values": tf.concat([cache["values"], v_new], axis=2)}

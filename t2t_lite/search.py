@@ -66,8 +66,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
     max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
   reorder_cache = True
   if cached and static_shapes:
-    # Static buffers, never reordered between beams: each step reads through `rows` instead
-    # (under XLA the buffers are updated in place and the reads fuse into the step).
+    # Static buffers (updated in place under XLA), never reordered between beams: each step
+    # reads a hypothesis' earlier slots through `rows` instead.
     step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
     cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
     reorder_cache = False
