@@ -207,7 +207,9 @@ def main():
   small, large = results[0][-1], results[-1][-1]
   rss_growth = large["peak_rss_mib"] / small["peak_rss_mib"]
   # A straight line through the two peaks: what a WMT-size corpus would need if growth is linear.
-  per_pair = (large["peak_rss_mib"] - small["peak_rss_mib"]) / (large["pairs"] - small["pairs"])
+  # Flat when the larger run peaked lower (noise: a larger corpus cannot need less memory).
+  per_pair = max(0.0, (large["peak_rss_mib"] - small["peak_rss_mib"])
+                 / (large["pairs"] - small["pairs"]))
   print(json.dumps({
       "bench": "datagen_scale", "problem": PROBLEM, "vocab_sample_size": args.vocab_sample_size,
       "sizes": [result for size in results for result in size],
