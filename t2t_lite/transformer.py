@@ -125,16 +125,14 @@ class DecoderLayer(_Block):
            training=None, return_attention=False, cache_rows=None):
     """x [B, T, D], memory [B, S, D] -> [B, T, D].
 
-    When decoding one step at a time, T = 1 and `cache` holds this layer's self-attention cache
-    (attention.py's empty_cache, updated at `decode_index`) and its memory_cache, whose names
-    start with "memory_". Returns (x, cache) and, with return_attention, the two attention
-    weight tensors.
+    When decoding one step at a time, T = 1 and `cache` holds this layer's "self" attention
+    cache (attention.py's empty_cache, updated at `decode_index`) and its "memory" cache
+    (memory_cache). Returns (x, cache) and, with return_attention, the two attention weight
+    tensors.
     """
     self_cache = memory_cache = None
     if cache is not None:
-      self_cache = {name: t for name, t in cache.items() if not name.startswith("memory_")}
-      memory_cache = {name[len("memory_"):]: t for name, t in cache.items()
-                      if name.startswith("memory_")}
+      self_cache, memory_cache = cache["self"], cache["memory"]
     x, self_extra = self._sublayer(
         x, self.norm1,
         lambda y: self.self_attention(y, bias=self_bias, cache=self_cache,
@@ -148,7 +146,7 @@ class DecoderLayer(_Block):
         training)
     x, _ = self._sublayer(x, self.norm3, lambda y: (self.ffn(y, training=training),), training)
     if cache is not None:
-      cache = dict(cache, **self_extra[0])
+      cache = dict(cache, self=self_extra[0])
     if return_attention:
       return x, cache, self_extra[1], cross_extra[1]
     return x, cache
@@ -283,10 +281,9 @@ class Transformer(keras.Model):
     batch = encoder_output.shape[0] or tf.shape(encoder_output)[0]
     layers = []
     for layer in self.decoder_layers:
-      memory = layer.cross_attention.memory_cache(encoder_output)  # [B, H, S, K/V]
-      layers.append(dict(
-          layer.self_attention.empty_cache(batch, self.compute_dtype, max_decode_length),
-          **{f"memory_{name}": t for name, t in memory.items()}))
+      layers.append({
+          "self": layer.self_attention.empty_cache(batch, self.compute_dtype, max_decode_length),
+          "memory": layer.cross_attention.memory_cache(encoder_output)})  # [B, H, S, K/V]
     return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
 
   def decode_step(self, ids, index, cache, cache_rows=None):

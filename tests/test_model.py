@@ -139,7 +139,7 @@ def test_cached_decode_steps_equal_full_decode(cache_kind):
     steps.append(logits.numpy())
     previous = tf.constant(targets[:, i])
   np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=2e-5)
-  self_cache = cache["layers"][0]
+  self_cache = cache["layers"][0]["self"]
   if cache_kind == "growing":
     assert self_cache["keys"].shape == (2, 4, 5, 16)  # [B, H, slots written, K]
   else:
