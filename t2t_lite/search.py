@@ -31,7 +31,7 @@ def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, sta
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, cached=True,
-          static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None):
+          static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None, concurrent=2):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -44,11 +44,39 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
     constraint: optional output constraint (e.g. a parser's grammar): an object with
       `initial_state(inputs, max_lengths)` and `mask_logits(ids, index, state, logits) ->
       (logits, state)`, the logits_mask_fn of beam_search.beam_search.
+    concurrent: without static_shapes, the batch is split into this many parts (rows in order)
+      that are searched at the same time: independent loops, which TensorFlow's executor
+      interleaves. One search's step is a chain of small ops that leaves cores idle while they
+      wait for each other; a second search fills them. Each sentence's search is its own, so
+      the outputs are one search's. With XLA (static_shapes) there is one search.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
+  settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length, cached=cached,
+                  static_shapes=static_shapes, min_length=min_length, eos_id=eos_id,
+                  constraint=constraint)
+  if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
+    return _search(model, inputs, max_lengths, **settings)
+  sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
+  parts = tf.split(inputs, sizes, num=concurrent)
+  limits = ([None] * concurrent if max_lengths is None
+            else tf.split(tf.convert_to_tensor(max_lengths), sizes, num=concurrent))
+  ids, scores = zip(*[_search(model, part, limit, **settings)
+                      for part, limit in zip(parts, limits)])
+  return tf.concat(ids, axis=0), tf.concat(scores, axis=0)  # [B, K, L], [B, K]
+
+
+def _part_sizes(batch, parts):
+  """int32 [parts]: the sizes of `parts` consecutive slices of `batch` rows, as equal as they
+  can be (larger first; some are 0 when batch < parts)."""
+  return (batch + parts - 1 - tf.range(parts)) // parts
+
+
+def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, cached,
+            static_shapes, min_length, eos_id, constraint):
+  """`beams` as one search over all of `inputs`."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
   learned = model.hparams.position_encoding == "learned"  # no positions past max_length

@@ -107,6 +107,25 @@ def test_xla_cached_equals_eager():
   np.testing.assert_allclose(xla_scores.numpy(), eager_scores.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_concurrent_searches_equal_one_search(batch):
+  """The batch split into 3 parts searched at once (a part may be empty) gives one search's
+  outputs, with a batch size known only when the graph runs (as in the export) and with
+  per-sentence max_lengths."""
+  model, inputs = random_model(2), random_inputs(batch, seed=5)
+  max_lengths = np.arange(batch, dtype=np.int32) % 4 + 3
+  settings = dict(beam_size=3, alpha=0.6, extra_length=5)
+  spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)]
+  results = [tf.function(lambda x, m, n=n: search.beams(model, x, max_lengths=m, concurrent=n,
+                                                         **settings), input_signature=spec)(
+      inputs, max_lengths) for n in (1, 3)]
+  (one_ids, one_scores), (split_ids, split_scores) = results
+  assert split_ids.shape == one_ids.shape == (batch, 3, inputs.shape[1] + 5)
+  np.testing.assert_array_equal(split_ids.numpy(), one_ids.numpy())
+  np.testing.assert_allclose(split_scores.numpy(), one_scores.numpy(), rtol=1e-5, atol=1e-5)
+  assert (np.count_nonzero(one_ids.numpy()[:, 0], axis=1) <= max_lengths).all()
+
+
 def test_beam_one_is_greedy(decode_fn):
   model, inputs = random_model(3), random_inputs(5, seed=2)
   ids, _ = decode_fn(model, inputs, beam_size=1, alpha=0.6, extra_length=6)
