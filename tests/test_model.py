@@ -11,6 +11,7 @@ import t2t_lite
 from t2t_lite.embedding import sinusoid_positions
 from t2t_lite.losses import smoothed_cross_entropy, token_accuracy
 from t2t_lite.optimization import TransformerSchedule, learning_rate, make_optimizer
+from t2t_lite.transformer import LAYER_NORM_EPSILON, LayerNorm
 
 VOCAB = 37000  # the paper's shared EN-DE BPE vocabulary
 
@@ -171,6 +172,39 @@ def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model
   for a, b in zip(search.beams(mixed, inputs, **settings), search.beams(inference, inputs,
                                                                          **settings)):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layer_norm_equals_the_definition_and_keras(dtype):
+  """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, float32 out, as Keras'
+  LayerNormalization computes it (whose weights and config it keeps); gradients too."""
+  rng = np.random.default_rng(0)
+  x = tf.cast(tf.constant(rng.normal(2, 3, size=[2, 3, 16]), tf.float32), dtype)
+  ours = LayerNorm()
+  theirs = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, dtype="float32")
+  weights = [rng.normal(1, 0.5, 16), rng.normal(0, 0.5, 16)]  # gamma, beta
+  for layer in (ours, theirs):
+    layer.build(x.shape)
+    layer.set_weights(weights)
+  gamma, beta = (w.numpy() for w in ours.weights)
+  x32 = tf.cast(x, tf.float32).numpy()
+  expected = ((x32 - x32.mean(-1, keepdims=True))
+              / np.sqrt(x32.var(-1, keepdims=True) + LAYER_NORM_EPSILON) * gamma + beta)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    # Keras' would round its output to a bfloat16 input's precision: it is given float32.
+    outputs = [ours(x), theirs(tf.cast(x, tf.float32))]
+    losses = [tf.reduce_sum(y * tf.range(16, dtype=tf.float32)) for y in outputs]
+  assert outputs[0].dtype == tf.float32
+  np.testing.assert_allclose(outputs[0].numpy(), expected, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(outputs[0].numpy(), outputs[1].numpy(), rtol=1e-5, atol=1e-5)
+  for wrt in (x, ours.weights):
+    ours_grad = tape.gradient(losses[0], wrt if wrt is x else ours.weights)
+    theirs_grad = tape.gradient(losses[1], wrt if wrt is x else theirs.weights)
+    for a, b in zip(tf.nest.flatten(ours_grad), tf.nest.flatten(theirs_grad)):
+      np.testing.assert_allclose(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy(),
+                                 rtol=1e-4, atol=1e-4)
+  assert LayerNorm.from_config(ours.get_config()).epsilon == LAYER_NORM_EPSILON
 
 
 @pytest.mark.parametrize("position", [0, 1, 17, 250])
