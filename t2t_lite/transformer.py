@@ -30,10 +30,7 @@ class FeedForward(keras.layers.Layer):
     self.dropout = Dropout(self.relu_dropout)
 
   def call(self, x, training=None):
-    # On [B*T, D] rows: without XLA a 2-D matmul takes its bias and ReLU into one oneDNN call.
-    flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
-    flat = self.outer(self.dropout(self.inner(flat), training=training))  # [B*T, F] -> [B*T, D]
-    return tf.reshape(flat, tf.shape(x))  # [B, T, D]
+    return self.outer(self.dropout(self.inner(x), training=training))
 
   def get_config(self):
     config = super().get_config()
