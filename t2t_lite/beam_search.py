@@ -88,6 +88,17 @@ def top_k(x, k, chunk=128):
   return values, tf.gather(best, where // chunk, batch_dims=1) * chunk + where % chunk
 
 
+def log_sum_exp(logits):
+  """float32 [N, V] -> [N]: log sum_v exp(logits[n, v]).
+
+  As max - log(largest softmax probability), exp(max - logsumexp): oneDNN's softmax on the CPU
+  costs a fraction of TensorFlow's log_softmax or reduce_logsumexp, which write and reread
+  several [N, V] intermediates. The largest probability is at least 1 / V, so its log is exact
+  to float32 precision."""
+  largest = tf.reduce_max(logits, axis=-1)  # [N]
+  return largest - tf.math.log(tf.reduce_max(tf.nn.softmax(logits), axis=-1))
+
+
 def _keep_static_shape(new, old):
   """Static shapes in, static shapes out: `new` gets back the static sizes of `old` that it lost
   (a dynamic batch_size loses them); a size that changed (a growing cache, eagerly) is new's."""
@@ -184,14 +195,19 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     new_mask_state = state.mask_state
     if logits_mask_fn is not None:
       logits, new_mask_state = logits_mask_fn(ids, i, state.mask_state, logits)  # [B*K, V]
-    logprobs = tf.nn.log_softmax(logits)
-    eos_forbidden = tf.cast(i < min_length, tf.float32)
-    logprobs += eos_forbidden * NEG_INF * tf.one_hot(eos_id, vocab)  # [B*K, V]
-    logprobs = tf.reshape(logprobs, [batch_size, k, vocab])  # [B, K, V]
-    candidates = state.live_logprobs[:, :, None] + logprobs  # [B, K, V]
+    # log P(prefix + token) = live log-prob + logit - logsumexp(logits), added as one offset
+    # per row: no [B*K, V] log-probabilities are written.
+    offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
+    candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
 
     # The 2K best expansions of the K live prefixes.
-    top_logprobs, top_flat = top_k(tf.reshape(candidates, [batch_size, -1]), 2 * k)
+    if isinstance(min_length, int) and min_length <= 0:
+      top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
+    else:  # Without EOS before min_length: of the 3K best, at most K (one a beam) are EOS.
+      top_logprobs, top_flat = top_k(candidates, 3 * k)  # [B, 3K]
+      forbidden = tf.logical_and(tf.equal(top_flat % vocab, eos_id), i < min_length)
+      top_logprobs, kept = tf.math.top_k(tf.where(forbidden, NEG_INF, top_logprobs), 2 * k)
+      top_flat = tf.gather(top_flat, kept, batch_dims=1)  # [B, 2K]
     top_beams = top_flat // vocab  # [B, 2K]
     top_ids = top_flat % vocab  # [B, 2K]
     top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]

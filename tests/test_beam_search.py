@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.beam_search import NEG_INF, beam_search, length_penalty, top_k
+from t2t_lite.beam_search import NEG_INF, beam_search, length_penalty, log_sum_exp, top_k
 
 PAD, EOS = 0, 1
 LETTERS = "abehlmo"
@@ -310,3 +310,16 @@ def test_top_k_equals_tf_top_k_with_ties_and_dead_beams(n):
     values, indices = top_k(tf.constant(x), 8)
     np.testing.assert_array_equal(values.numpy(), expected.values.numpy())
     np.testing.assert_array_equal(indices.numpy(), expected.indices.numpy())
+
+
+def test_log_sum_exp_equals_tf_reduce_logsumexp():
+  """Peaked, flat, masked (NEG_INF) and fully masked rows, large and small logits."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(6, 32000)).astype(np.float32) * np.array([[1], [30], [1e-3], [1], [1],
+                                                                   [1]], np.float32)
+  x[1, 7] = 400.0  # one token takes all the mass
+  x[3] += 1e4  # large logits
+  x[4, ::3] = NEG_INF  # a constraint's mask
+  x[5] = NEG_INF
+  expected = tf.reduce_logsumexp(tf.constant(x, tf.float64), axis=-1).numpy()
+  np.testing.assert_allclose(log_sum_exp(tf.constant(x)).numpy(), expected, rtol=1e-6, atol=1e-5)
