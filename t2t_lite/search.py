@@ -31,7 +31,7 @@ def _uncached_step_fn(model, encoder_output, inputs_mask, max_decode_length, sta
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, cached=True,
-          static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None, concurrent=2):
+          static_shapes=False, min_length=0, eos_id=EOS_ID, constraint=None, concurrent=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -48,7 +48,9 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
       that are searched at the same time: independent loops, which TensorFlow's executor
       interleaves. One search's step is a chain of small ops that leaves cores idle while they
       wait for each other; a second search fills them. Each sentence's search is its own, so
-      the outputs are one search's. With XLA (static_shapes) there is one search.
+      the outputs are one search's. Default: 2 for a model computing in bfloat16 or float16,
+      1 in float32, whose larger matmuls already keep the cores busy (a second search only
+      competes for them). With XLA (static_shapes) there is one search.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
@@ -57,6 +59,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None, ca
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length, cached=cached,
                   static_shapes=static_shapes, min_length=min_length, eos_id=eos_id,
                   constraint=constraint)
+  if concurrent is None:
+    concurrent = 1 if model.compute_dtype == "float32" else 2
   if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
     return _search(model, inputs, max_lengths, **settings)
   sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
