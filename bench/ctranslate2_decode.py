@@ -14,7 +14,9 @@ both ("greedy_outputs_match"). Then each configuration is run once untimed (trac
 compilation, weight quantization) and timed in --rounds interleaved rounds (round 1 of each,
 then round 2 of each, ...); each reports its median round, with the slowest and fastest beside it.
 
-  t2t_lite     cached beam search, float32 and bf16 (the same weights), XLA on and off;
+  t2t_lite     cached beam search, float32 and bf16 (the same weights), XLA on and off, with
+               search.beams' defaults (bf16 without XLA: the batch's two halves searched at
+               once, as decode and the export do);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 

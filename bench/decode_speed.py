@@ -11,7 +11,8 @@ arbitrary points, and the number of steps would not be comparable between runs o
   cached    model.decode_step: self-attention keys/values cached per layer (without XLA:
             growing by one slot a step, reordered by beam; with XLA: static-size
             [B*K, H, L, ...] buffers read through each hypothesis' rows), encoder keys/values
-            projected once;
+            projected once; bf16 without XLA searches the batch as two halves at once
+            (search.beams' default: see docs/decoding.md);
   uncached  model.decode over the whole prefix at every step (the growing prefix without XLA;
             the fixed-size [B*K, L] buffer with XLA, which needs static shapes).
 
