@@ -30,7 +30,7 @@ class FeedForward(keras.layers.Layer):
     self.dropout = Dropout(self.relu_dropout)
 
   def call(self, x, training=None):
-    return self.outer(self.dropout(self.inner(x), training=training))
+    return self.outer(self.dropout(self.inner(x), training=training))  # [B, T, F] -> [B, T, D]
 
   def get_config(self):
     config = super().get_config()
@@ -51,10 +51,6 @@ class LayerNorm(keras.layers.LayerNormalization):
     centred = x - tf.reduce_mean(x, axis=-1, keepdims=True)  # [..., D]
     variance = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)  # [..., 1]
     return centred * tf.math.rsqrt(variance + self.epsilon) * self.gamma + self.beta
-
-
-def layer_norm(name):
-  return LayerNorm(name=name)
 
 
 class _Block(keras.layers.Layer):
@@ -78,7 +74,7 @@ class _Block(keras.layers.Layer):
                               dropout=hp.attention_dropout, name=name)
 
   def _norm(self, name):
-    return layer_norm(name)
+    return LayerNorm(name=name)
 
   def _sublayer(self, x, norm, fn, training):
     """x float32 -> (block output float32, whatever else fn returned)."""
@@ -194,7 +190,7 @@ class Transformer(keras.Model):
     # Pre-norm stacks end with one more LayerNorm; post-norm outputs are already normalised.
     if hp.norm_type == "pre":
       self.encoder_norm, self.decoder_norm = (
-          layer_norm(f"{side}_norm") for side in ("encoder", "decoder"))
+          LayerNorm(name=f"{side}_norm") for side in ("encoder", "decoder"))
 
   @property
   def encoder_layers(self):

@@ -198,9 +198,9 @@ def test_layer_norm_equals_the_definition_and_keras(dtype):
   assert outputs[0].dtype == tf.float32
   np.testing.assert_allclose(outputs[0].numpy(), expected, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(outputs[0].numpy(), outputs[1].numpy(), rtol=1e-5, atol=1e-5)
-  for wrt in (x, ours.weights):
-    ours_grad = tape.gradient(losses[0], wrt if wrt is x else ours.weights)
-    theirs_grad = tape.gradient(losses[1], wrt if wrt is x else theirs.weights)
+  for ours_wrt, theirs_wrt in ((x, x), (ours.weights, theirs.weights)):
+    ours_grad = tape.gradient(losses[0], ours_wrt)
+    theirs_grad = tape.gradient(losses[1], theirs_wrt)
     for a, b in zip(tf.nest.flatten(ours_grad), tf.nest.flatten(theirs_grad)):
       np.testing.assert_allclose(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy(),
                                  rtol=1e-4, atol=1e-4)
