@@ -36,6 +36,12 @@ Causal masking is not subtracted (the full T x T product is computed). Embedding
 softmax, LayerNorm and the optimizer are not counted: they are what keeps us below the matmul
 peak. For transformer_base this is 0.75 TFLOP per step.
 
+The matmul floor ("matmul_floor_ms", XLA rounds): the same matmuls with their shapes and
+transposes, forward and backward (step_matmuls), each timed alone under XLA and summed, once a
+round. No step of our model can be faster than its matmuls alone, so keras-hub's step over the
+floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is the most any change that keeps
+the paper's FLOPs could reach against keras-hub.
+
 tokens/s counts target tokens (B * T) per second. Each configuration is compiled and warmed up,
 then timed in rounds interleaved with the other implementation and with the matmul peaks (the
 machine is shared, so ratios from the same run are what to compare); the headline is the median
@@ -49,6 +55,7 @@ CPU time barely does, so the CPU-time fractions and speedups are the load-robust
   python bench/train_throughput.py --models=small --quick
 """
 import argparse
+import collections
 import json
 import os
 import resource
@@ -94,6 +101,66 @@ def forward_flops(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH,
 
 def train_flops(hp):
   return 3 * forward_flops(hp)
+
+
+def step_matmuls(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH, vocab=VOCAB_SIZE):
+  """-> {(batch dims, m, k, n, transpose_a, transpose_b): count}: our model's matmuls in one
+  training step. Each forward C[m, n] = A[m, k] B[k, n] brings two more in the backward pass,
+  dA = dC B^T and dB = A^T dC. Q, K, V are one matmul (attention.py), K and V of the encoder
+  output one more; their FLOPs add up to train_flops (checked in main)."""
+  b, s, t, d, f, h = batch, source, target, hp.d_model, hp.d_ff, hp.num_heads
+  k, v = hp.key_depth, hp.value_depth
+  forward = collections.Counter()
+  for length in (s, t):  # the encoder's and the decoder's self-attention and FFN
+    forward[(1, b * length, d, h * (2 * k + v))] += hp.num_layers  # Q, K, V
+    forward[(b * h, length, k, length)] += hp.num_layers  # Q K^T
+    forward[(b * h, length, length, v)] += hp.num_layers  # weights x V
+    forward[(1, b * length, h * v, d)] += hp.num_layers  # output
+    forward[(1, b * length, d, f)] += hp.num_layers
+    forward[(1, b * length, f, d)] += hp.num_layers
+  forward[(1, b * t, d, h * k)] += hp.num_layers  # encoder-decoder attention: Q
+  forward[(1, b * s, d, h * (k + v))] += hp.num_layers  # K, V of the encoder output
+  forward[(b * h, t, k, s)] += hp.num_layers
+  forward[(b * h, t, s, v)] += hp.num_layers
+  forward[(1, b * t, h * v, d)] += hp.num_layers
+  forward[(1, b * t, d, vocab)] += 1  # the shared embedding as the vocabulary projection
+  matmuls = collections.Counter()
+  for (batches, m, inner, n), count in forward.items():
+    matmuls[(batches, m, inner, n, False, False)] += count  # C = A B
+    matmuls[(batches, m, n, inner, False, True)] += count  # dA = dC B^T: [m, n] x [k, n]^T
+    matmuls[(batches, inner, m, n, True, False)] += count  # dB = A^T dC: [m, k]^T x [m, n]
+  return matmuls
+
+
+def make_matmul_floor(hp):
+  """-> measure(): seconds that our step's matmuls (step_matmuls) take, each run alone under
+  XLA, summed: the step time with nothing but its matmuls, a floor for our step."""
+  rng = np.random.default_rng(0)
+  functions = []
+  for (batches, m, k, n, transpose_a, transpose_b), count in step_matmuls(hp).items():
+    a = tf.constant(rng.standard_normal([batches] + ([k, m] if transpose_a else [m, k])),
+                    tf.float32)
+    b = tf.constant(rng.standard_normal([batches] + ([n, k] if transpose_b else [k, n])),
+                    tf.float32)
+    function = tf.function(
+        lambda a, b, ta=transpose_a, tb=transpose_b: tf.matmul(
+            a, b, transpose_a=ta, transpose_b=tb)[0, 0, 0], jit_compile=True)
+    function(a, b).numpy()  # compile, warm up
+    # Enough calls to time ~0.1 s of work at 200 GFLOP/s.
+    calls = max(1, int(2e10 / (2 * batches * m * k * n)))
+    functions.append((function, a, b, calls, count))
+
+  def measure():
+    total = 0.0
+    for function, a, b, calls, count in functions:
+      start = time.perf_counter()
+      for _ in range(calls):
+        out = function(a, b)
+      out.numpy()
+      total += count * (time.perf_counter() - start) / calls
+    return total
+
+  return measure
 
 
 class KerasHubTransformer(keras.Model):
@@ -242,7 +309,9 @@ def main():
     steps = 2 if args.quick else (args.steps or (4 if name == "transformer_base" else 16))
     flops = train_flops(hp)
     results[name] = {"train_flops_per_step": flops, "timed_steps": steps * rounds}
+    measure_floor = make_matmul_floor(hp)
     for xla in xla_modes:
+      floors = []  # seconds, one a round
       runs = {}  # "t2t_lite", "keras_hub", "t2t_lite_bf16", ...: float32 keeps the plain name
       for impl in implementations:
         for precision in precisions:
@@ -262,7 +331,13 @@ def main():
           run["times"].append(time_steps(run["step"], features, steps))
         for kind, measure in measure_matmul.items():
           matmul[kind].append(measure(1))
+        if xla:
+          floors.append(measure_floor())
       entry = {}
+      if floors:
+        entry.update(matmul_floor_ms=round(1000 * float(np.median(floors)), 1),
+                     matmul_floor_ms_rounds=[round(1000 * floor) for floor in floors],
+                     matmul_floor_gflops_per_s=round(flops / float(np.median(floors)) / 1e9, 2))
       for key, run in runs.items():
         walls = [wall for wall, _ in run["times"]]
         seconds = float(np.median(walls))
@@ -284,6 +359,9 @@ def main():
           ratios = [b[0] / a[0] for a, b in zip(ours["times"], theirs["times"])]
           entry["speedup_vs_keras_hub" + suffix] = round(float(np.median(ratios)), 3)
           entry[f"speedup_vs_keras_hub{suffix}_rounds"] = [round(r, 3) for r in ratios]
+      if "keras_hub" in runs and floors:  # per round: keras-hub's step / our matmuls alone
+        ceilings = [b[0] / floor for b, floor in zip(runs["keras_hub"]["times"], floors)]
+        entry["speedup_ceiling_vs_keras_hub"] = round(float(np.median(ceilings)), 3)
       if "t2t_lite" in runs and "t2t_lite_bf16" in runs:  # per round: float32 / bf16
         ratios = [a[0] / b[0] for a, b in zip(runs["t2t_lite"]["times"],
                                               runs["t2t_lite_bf16"]["times"])]
@@ -322,6 +400,9 @@ def main():
         targets[f"{mode}_speedup_vs_keras_hub{suffix}"] = {
             "value": speedup, "target": TARGET_SPEEDUP_VS_KERAS_HUB,
             "met": speedup >= TARGET_SPEEDUP_VS_KERAS_HUB}
+        if "speedup_ceiling_vs_keras_hub" in result and not suffix:
+          targets[f"{mode}_speedup_vs_keras_hub"]["ceiling"] = (
+              result["speedup_ceiling_vs_keras_hub"])
   print(json.dumps({
       "bench": "train_throughput",
       "batch": BATCH, "source_length": SOURCE_LENGTH, "target_length": TARGET_LENGTH,

@@ -42,6 +42,28 @@ def test_train_benchmark_times_the_trainers_own_step():
     assert last not in ("GradientTape", "gradient", "apply_gradients", "apply"), name
 
 
+def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
+  """The floor times our step's matmuls one by one: they must add up to the FLOPs that the
+  benchmark divides by, shape by shape, for both model sizes."""
+  sys.path.insert(0, str(ROOT / "bench"))
+  try:
+    import train_throughput
+  finally:
+    sys.path.remove(str(ROOT / "bench"))
+  for name in ("transformer_base", "small"):
+    hp = train_throughput.model_hparams(name)
+    matmuls = train_throughput.step_matmuls(hp)
+    flops = sum(2 * batches * m * k * n * count
+                for (batches, m, k, n, _, _), count in matmuls.items())
+    assert flops == train_throughput.train_flops(hp), name
+    # Forward, input gradient and weight gradient of each forward matmul: 6 a layer in the
+    # encoder, 6 + 5 in the decoder, and the vocabulary projection (for transformer_base, the
+    # 309 dots of the step's optimized XLA module).
+    transposes = {(ta, tb) for (*_, ta, tb) in matmuls}
+    assert transposes == {(False, False), (False, True), (True, False)}
+    assert sum(matmuls.values()) == 3 * (17 * hp.num_layers + 1)
+
+
 _INSTALLED_CHECK = """
 import importlib.util, json, sys
 import t2t_lite
