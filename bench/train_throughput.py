@@ -38,9 +38,10 @@ peak. For transformer_base this is 0.75 TFLOP per step.
 
 The matmul floor ("matmul_floor_ms", XLA rounds): the same matmuls with their shapes and
 transposes, forward and backward (step_matmuls), each timed alone under XLA and summed, once a
-round. No step of our model can be faster than its matmuls alone, so keras-hub's step over the
-floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is the most any change that keeps
-the paper's FLOPs could reach against keras-hub.
+round. Our step cannot be much faster than its matmuls alone (inside the step, XLA runs some
+of them side by side, which gains a little and hides the other work), so keras-hub's step over
+the floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is about the most any change
+that keeps the paper's FLOPs could reach against keras-hub.
 
 tokens/s counts target tokens (B * T) per second. Each configuration is compiled and warmed up,
 then timed in rounds interleaved with the other implementation and with the matmul peaks (the
