@@ -108,7 +108,7 @@ def step_matmuls(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH, vo
   """-> {(batch dims, m, k, n, transpose_a, transpose_b): count}: our model's matmuls in one
   training step. Each forward C[m, n] = A[m, k] B[k, n] brings two more in the backward pass,
   dA = dC B^T and dB = A^T dC. Q, K, V are one matmul (attention.py), K and V of the encoder
-  output one more; their FLOPs add up to train_flops (checked in main)."""
+  output one more; their FLOPs add up to train_flops (tests/test_layout.py checks)."""
   b, s, t, d, f, h = batch, source, target, hp.d_model, hp.d_ff, hp.num_heads
   k, v = hp.key_depth, hp.value_depth
   forward = collections.Counter()
@@ -139,10 +139,10 @@ def make_matmul_floor(hp):
   rng = np.random.default_rng(0)
   functions = []
   for (batches, m, k, n, transpose_a, transpose_b), count in step_matmuls(hp).items():
-    a = tf.constant(rng.standard_normal([batches] + ([k, m] if transpose_a else [m, k])),
-                    tf.float32)
-    b = tf.constant(rng.standard_normal([batches] + ([n, k] if transpose_b else [k, n])),
-                    tf.float32)
+    a = tf.constant(rng.standard_normal([batches] + ([k, m] if transpose_a else [m, k]),
+                                        dtype=np.float32))
+    b = tf.constant(rng.standard_normal([batches] + ([n, k] if transpose_b else [k, n]),
+                                        dtype=np.float32))
     function = tf.function(
         lambda a, b, ta=transpose_a, tb=transpose_b: tf.matmul(
             a, b, transpose_a=ta, transpose_b=tb)[0, 0, 0], jit_compile=True)
@@ -310,7 +310,7 @@ def main():
     steps = 2 if args.quick else (args.steps or (4 if name == "transformer_base" else 16))
     flops = train_flops(hp)
     results[name] = {"train_flops_per_step": flops, "timed_steps": steps * rounds}
-    measure_floor = make_matmul_floor(hp)
+    measure_floor = make_matmul_floor(hp) if True in xla_modes else None  # XLA's matmuls
     for xla in xla_modes:
       floors = []  # seconds, one a round
       runs = {}  # "t2t_lite", "keras_hub", "t2t_lite_bf16", ...: float32 keeps the plain name
