@@ -2,8 +2,8 @@ from setuptools import find_packages, setup
 
 # The plug-in folders stay at the top of the repository (problems/, hparams/) but install
 # inside the t2t_lite namespace: site-packages gets no top-level `problems` or `hparams`
-# (names other projects use). `t2t_lite.hparams` is the HParams module, hence `hparams_sets`.
-PLUGINS = {"t2t_lite.problems": "problems", "t2t_lite.hparams_sets": "hparams"}
+# (names other projects use): problems/ is t2t_lite.problems and hparams/ is t2t_lite.hparams.
+PLUGINS = {"t2t_lite.problems": "problems", "t2t_lite.hparams": "hparams"}
 
 setup(
     name="t2t-lite",

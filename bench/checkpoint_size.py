@@ -19,8 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import model_dir as model_dir_lib
-from t2t_lite import trainer
+from t2t_lite.rundir import checkpoints
+from t2t_lite.train import trainer
 
 
 def main(argv=None):
@@ -49,7 +49,7 @@ def main(argv=None):
       top = name.split("/")[0]
       by_object[top] = by_object.get(top, 0) + (value.nbytes if hasattr(value, "nbytes")
                                                 else len(value))
-  total = model_dir_lib.checkpoint_bytes(latest)
+  total = checkpoints.checkpoint_bytes(latest)
   print(json.dumps({
       "bench": "checkpoint_size", "problem": problem.name, "hparams": "transformer_tiny",
       "steps": args.steps, "checkpoint_bytes": total,

@@ -50,10 +50,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
-from t2t_lite import precision as precision_lib  # noqa: E402
-from t2t_lite.embedding import sinusoid_positions  # noqa: E402
-from t2t_lite.search import beams, trim_at_eos  # noqa: E402
-from t2t_lite.transformer import LAYER_NORM_EPSILON  # noqa: E402
+from t2t_lite.modeling import mixed_precision  # noqa: E402
+from t2t_lite.modeling.embedding import sinusoid_positions  # noqa: E402
+from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
+from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON  # noqa: E402
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -167,7 +167,7 @@ def ours_config(model, inputs, xla):
   first = time.perf_counter() - start
   assert ids.shape == (BATCH, BEAM_SIZE, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
   return (lambda: decode(inputs)[0].numpy()), {
-      "engine": "t2t_lite", "precision": precision_lib.of_model(model), "xla": xla,
+      "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": xla,
       "first_call_seconds": round(first, 1)}
 
 
@@ -212,7 +212,7 @@ def main():
   keras.utils.set_random_seed(0)  # as decode_speed.py: the same weights and sentences
   hparams = t2t_lite.get_hparams("transformer_base")
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
-  models["bf16"] = precision_lib.inference_model(models["none"], "bf16")
+  models["bf16"] = mixed_precision.inference_model(models["none"], "bf16")
   rng = np.random.default_rng(BATCH)
   inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
   inputs[:, -1] = 1  # EOS

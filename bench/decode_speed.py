@@ -3,8 +3,8 @@ precision. ONE JSON line.
 
 The paper's decoding settings (beam 4, alpha 0.6, max output = input length + 50) on a
 transformer_base-size model (random weights) with a 32k vocabulary, computing in float32
-("none") and in each of --precisions (t2t_lite/precision.py; the same weights); every source
-sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_length = L), so
+("none") and in each of --precisions (t2t_lite/modeling/mixed_precision.py; the same
+weights); every source sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_length = L), so
 every hypothesis runs to the maximum length, 82 tokens: random weights would otherwise stop at
 arbitrary points, and the number of steps would not be comparable between runs or programs.
 
@@ -51,8 +51,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
-from t2t_lite import precision as precision_lib  # noqa: E402
-from t2t_lite.search import beams  # noqa: E402
+from t2t_lite.modeling import mixed_precision  # noqa: E402
+from t2t_lite.decode.search import beams  # noqa: E402
 
 VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
 TARGET_SENTENCES_PER_SECOND = 2.15
@@ -65,7 +65,7 @@ def build_models(precisions):
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
   for precision in precisions:
     if precision not in models:  # as t2t-lite-decode builds it
-      models[precision] = precision_lib.inference_model(models["none"], precision)
+      models[precision] = mixed_precision.inference_model(models["none"], precision)
   return models
 
 
@@ -89,7 +89,7 @@ def compile_config(model, batch, cached, xla):
   assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
   return (lambda: decode(inputs)[0].numpy()), {
-      "precision": precision_lib.of_model(model), "batch": batch, "cached": cached, "xla": xla,
+      "precision": mixed_precision.of_model(model), "batch": batch, "cached": cached, "xla": xla,
       "first_call_seconds": round(first, 1),
       "times": [], "cpu_times": []}
 
@@ -140,7 +140,7 @@ def main():
                       help="timed rounds per configuration, interleaved; the median is reported")
   parser.add_argument("--precisions", default="none,bf16",
                       help="comma-separated compute precisions of the cached decoder "
-                           f"({', '.join(precision_lib.PRECISIONS)}; fp16 is for GPUs)")
+                           f"({', '.join(mixed_precision.PRECISIONS)}; fp16 is for GPUs)")
   parser.add_argument("--batches", default="32,1", help="comma-separated batch sizes")
   parser.add_argument("--uncached", default="yes", choices=("yes", "no"),
                       help="also the uncached (float32) configurations")
@@ -148,7 +148,7 @@ def main():
 
   precisions = [p for p in args.precisions.split(",") if p]
   for precision in precisions:
-    precision_lib.check(precision)
+    mixed_precision.check(precision)
   models = build_models(precisions)
   load_before = os.getloadavg()[0]
   configs = []  # (run, result, timed rounds)

@@ -4,9 +4,9 @@
   python bench/export_latency.py --model_dir=RUN --sentences_file=test.en   # a trained model
   python bench/export_latency.py --precisions=none --jit_compile
 
-Exports one model with `t2t_lite.export` once per precision of --precisions (t2t_lite/precision.py;
-beam 4, alpha 0.6, output up to input + 50 tokens for the random model; a trained run's own
-decoding settings), then, in ONE fresh Python process that imports only tensorflow and
+Exports one model with `t2t_lite.decode.export` once per precision of --precisions
+(t2t_lite/modeling/mixed_precision.py; beam 4, alpha 0.6, output up to input + 50 tokens for
+the random model; a trained run's own decoding settings), then, in ONE fresh Python process that imports only tensorflow and
 tensorflow_text, loads every export the way tensorflow_model_server does (the TF1 session loader)
 and measures: each load time, each first request (one batch of 8 sentences through
 `serving_default`; includes graph optimisation), and then, in --rounds interleaved rounds (one
@@ -36,8 +36,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import t2t_lite  # noqa: E402
-from t2t_lite import decoding, export, tokenizer  # noqa: E402
-from t2t_lite import precision as precision_lib  # noqa: E402
+from t2t_lite.decode import translation  # noqa: E402
+from t2t_lite.decode import export
+from t2t_lite.data import tokenizers
+from t2t_lite.modeling import mixed_precision  # noqa: E402
 
 VOCAB_SIZE = 32000
 
@@ -95,7 +97,7 @@ def synthetic_tokenizer(path, vocab_size=VOCAB_SIZE):
   letters = "abcdefghijklmnopqrstuvwxyz"
   words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
   texts = [" ".join(rng.choice(words) for _ in range(20)) for _ in range(3000)]
-  small = tokenizer.train_sentencepiece(texts, path, 2000, model_type="unigram")
+  small = tokenizers.train_sentencepiece(texts, path, 2000, model_type="unigram")
   proto = sentencepiece_model_pb2.ModelProto()
   proto.ParseFromString(small._sp.serialized_model_proto())
   known = {piece.piece for piece in proto.pieces}
@@ -107,7 +109,7 @@ def synthetic_tokenizer(path, vocab_size=VOCAB_SIZE):
     i += 1
     if piece not in known:
       proto.pieces.add(piece=piece, score=score, type=normal)
-  return tokenizer.SentencePieceTokenizer(proto.SerializeToString())
+  return tokenizers.SentencePieceTokenizer(proto.SerializeToString())
 
 
 def export_random(work_dir, precisions, jit_compile):
@@ -120,8 +122,8 @@ def export_random(work_dir, precisions, jit_compile):
   reference = t2t_lite.build_model(hparams, tok.vocab_size)
   paths = {}
   for precision in precisions:
-    model = precision_lib.inference_model(reference, precision)  # as t2t-lite-export
-    translator = decoding.Translator(model, tok, beam_size=4, alpha=0.6, extra_length=50,
+    model = mixed_precision.inference_model(reference, precision)  # as t2t-lite-export
+    translator = translation.Translator(model, tok, beam_size=4, alpha=0.6, extra_length=50,
                                     max_input_length=256)
     module = export.TranslationModule(translator, jit_compile=jit_compile)
     paths[precision] = export.save(module, os.path.join(work_dir, f"export_{precision}"))
@@ -163,14 +165,14 @@ def main():
   parser.add_argument("--sentences_file", default=None,
                       help="with --model_dir: source sentences, one a line (>= 32 lines)")
   parser.add_argument("--precisions", default="none,bf16",
-                      help=f"comma-separated, of {', '.join(precision_lib.PRECISIONS)}")
+                      help=f"comma-separated, of {', '.join(mixed_precision.PRECISIONS)}")
   parser.add_argument("--jit_compile", action="store_true",
                       help="XLA-compile the beam search inside the SavedModel")
   parser.add_argument("--rounds", type=int, default=5)
   args = parser.parse_args()
   precisions = [p for p in args.precisions.split(",") if p]
   for precision in precisions:
-    precision_lib.check(precision)
+    mixed_precision.check(precision)
   if bool(args.model_dir) != bool(args.sentences_file):
     parser.error("--model_dir and --sentences_file go together")
 

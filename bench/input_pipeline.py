@@ -9,7 +9,7 @@ fills the in-memory cache and the shuffle buffer, is excluded). The batchings:
   buckets         the default (length buckets, each batch padded to its longest example; target:
                   >= 0.90);
   static_buckets  what TPU / XLA training reads without packing (padded to the bucket bounds);
-  packed          --pack (t2t_lite/packing.py: several examples per row, one static shape;
+  packed          --pack (t2t_lite/data/packing.py: several examples per row, one static shape;
                   issue 16's target: >= 0.97).
 The three are measured one after the other, each over --batches batches.
 """

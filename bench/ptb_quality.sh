@@ -4,8 +4,8 @@
 # Trains transformer_parsing_small (3+3 layers, d_model 256) on wsj_parsing (word vocabulary,
 # see problems/wsj_parsing.py) from RAW_DIR's .mrg files for MINUTES of wall-clock time, with
 # dev bracket F1 at every evaluation, averages the last 5 checkpoints, decodes the test split
-# (or every tree of TEST_DIR's .mrg files) with the tree constraint (problems/wsj_constraint.py),
-# scores it as EVALB with COLLINS.prm (t2t_lite/evalb.py), writes EVALB's per-sentence report
+# (or every tree of TEST_DIR's .mrg files) with the tree constraint (t2t_lite/parsing/tree_constraint.py),
+# scores it as EVALB with COLLINS.prm (t2t_lite/parsing/evalb.py), writes EVALB's per-sentence report
 # to $WORK/test.<MINUTES>.evalb and prints ONE JSON line: precision, recall, f1, exact_match,
 # sentences scored / skipped / rejected, outputs that needed repair, steps trained, the last dev
 # F1, the load average and the CPU steal time during training; with AT_MINUTES="10 20", also

@@ -3,10 +3,10 @@
 Prints ONE JSON line. For each model size (transformer_base; "small" = d_model 256, 3+3 layers,
 d_ff 1024, 4 heads) and XLA on / off, it times the full training step
 
-  forward (training=True, dropout on) + label-smoothed loss (t2t_lite.losses)
-  + gradients + Adam update (t2t_lite.optimization.make_optimizer)
+  forward (training=True, dropout on) + label-smoothed loss (t2t_lite.modeling.losses)
+  + gradients + Adam update (t2t_lite.train.optimization.make_optimizer)
 
-as the trainer runs it: t2t_lite.train_step.make_train_step, whose forward and backward pass are
+as the trainer runs it: t2t_lite.train.steps.make_train_step, whose forward and backward pass are
 XLA-compiled when xla is on (the Adam update is not), on a batch of 64 sentences x 32 source / 32 target tokens
 (no padding) with a 32k vocabulary, in float32 and in each other precision of --precisions
 (bfloat16 compute, float32 weights: "t2t_lite_bf16"). The same step is run for a model of the same
@@ -68,9 +68,9 @@ import numpy as np
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import precision as precision_lib
-from t2t_lite.optimization import make_optimizer
-from t2t_lite.train_step import make_train_step
+from t2t_lite.modeling import mixed_precision
+from t2t_lite.train.optimization import make_optimizer
+from t2t_lite.train.steps import make_train_step
 
 BATCH, SOURCE_LENGTH, TARGET_LENGTH, VOCAB_SIZE = 64, 32, 32, 32000
 MATMUL_SIZES = (1024, 2048, 4096)
@@ -209,7 +209,7 @@ def make_batch(batch=BATCH, seed=0):
 
 
 def timed_step(model, hp, xla):
-  """The trainer's own step (t2t_lite.train_step) on one device, one micro-batch a step."""
+  """The trainer's own step (t2t_lite.train.steps) on one device, one micro-batch a step."""
   optimizer = make_optimizer(hp)
   optimizer.build(model.trainable_variables)
   step = make_train_step(model, optimizer, label_smoothing=hp.label_smoothing,
@@ -282,8 +282,9 @@ def main():
   parser.add_argument("--implementations", default="t2t_lite,keras_hub",
                       help="comma-separated: t2t_lite, keras_hub")
   parser.add_argument("--precisions", default="none,bf16",
-                      help="comma-separated compute precisions (t2t_lite/precision.py); the "
-                           "fraction of peak and the targets are judged on none (float32)")
+                      help="comma-separated compute precisions "
+                           "(t2t_lite/modeling/mixed_precision.py); the fraction of peak "
+                           "and the targets are judged on none (float32)")
   parser.add_argument("--quick", action="store_true",
                       help="smoke run: 2 rounds of 2 steps")
   args = parser.parse_args()
@@ -295,7 +296,7 @@ def main():
       parser.error(f"unknown implementation {name!r}: expected t2t_lite or keras_hub")
   precisions = [p for p in args.precisions.split(",") if p]
   for precision in precisions:
-    precision_lib.check(precision)
+    mixed_precision.check(precision)
   rounds = 2 if args.quick else args.rounds
   tf.get_logger().setLevel("ERROR")  # one tf.function per matmul size is not a retracing bug
 
@@ -317,7 +318,7 @@ def main():
       for impl in implementations:
         for precision in precisions:
           keras.utils.set_random_seed(0)
-          with precision_lib.building(precision):
+          with mixed_precision.building(precision):
             model = build(impl, hp)
           step = timed_step(model, hp, xla)
           start = time.perf_counter()

@@ -3,7 +3,7 @@
 Each set is a few lines over `transformer_base`, as in tensor2tensor, but with nothing hidden:
 `t2t-lite-train --list` prints them and every run saves the full set as hparams.json.
 """
-from t2t_lite.hparams import HParams
+from t2t_lite.hyperparams import HParams
 from t2t_lite.registry import register_hparams
 
 

@@ -6,10 +6,10 @@ seeded generator, a different seed per split, so every run prepares the same dat
 """
 import random
 
-from t2t_lite import metrics
-from t2t_lite.problem import Problem
+from t2t_lite.data import scoring
+from t2t_lite.data.problem_base import Problem
 from t2t_lite.registry import register_problem
-from t2t_lite.tokenizer import WordTokenizer
+from t2t_lite.data.tokenizers import WordTokenizer
 
 _SEEDS = {"train": 1, "dev": 2, "test": 3}
 
@@ -24,13 +24,14 @@ class _Algorithmic(Problem):
   train_size = 20000
   eval_size = 500  # dev and test each.
   _SETTINGS = ("num_symbols", "max_input_length", "train_size", "eval_size", "cache_in_memory")
+  _ALLOWED = {"num_symbols": 1, "max_input_length": 1, "train_size": 1, "eval_size": 0}
 
   def transform(self, numbers):
     raise NotImplementedError
 
   def score(self, sources, hypotheses, references):
     """{"accuracy": percent of outputs equal to their reference}."""
-    return {"accuracy": metrics.sequence_accuracy(hypotheses, references)}
+    return {"accuracy": scoring.sequence_accuracy(hypotheses, references)}
 
   def default_raw_dir(self, data_dir):
     return None

@@ -15,7 +15,7 @@ import zlib
 
 import tensorflow as tf
 
-from t2t_lite.problem import DownloadError, Problem, ProblemError
+from t2t_lite.data.problem_base import DownloadError, Problem, ProblemError
 from t2t_lite.registry import register_problem
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"

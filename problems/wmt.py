@@ -8,7 +8,7 @@ import os
 import socket
 import urllib.parse
 
-from t2t_lite.problem import DownloadError, Problem, ProblemError
+from t2t_lite.data.problem_base import DownloadError, Problem, ProblemError
 from t2t_lite.registry import register_problem
 
 _TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}

@@ -13,8 +13,8 @@ Splits:
     (80 / 10 / 10 by file, deterministic, every file used).
 
 Examples: source = the words, target = the linearized normalised tree with POS tags and labelled
-closing brackets, "(S (NP NNP NNP )NP (VP VBZ )VP . )S" (see t2t_lite/parsing.py, which defines
-the normalisation, the exact round trip, the repair of model outputs and the EVALB scorer).
+closing brackets, "(S (NP NNP NNP )NP (VP VBZ )VP . )S" (see t2t_lite/parsing/treebank.py, which
+defines the normalisation, the exact round trip, the repair of model outputs and the EVALB scorer).
 Vocabulary (vocab_type):
   * "words" (the default): one id per target symbol ("(NP", ")NP", a POS tag) and per source word
     seen at least `min_word_count` times in train (at most vocab_size words, most frequent
@@ -42,10 +42,11 @@ import re
 
 import tensorflow as tf
 
-from t2t_lite import metrics, parsing
-from t2t_lite.problem import Problem, ProblemError
+from t2t_lite.data import data_files, scoring
+from t2t_lite.data.problem_base import Problem, ProblemError
+from t2t_lite.data.tokenizers import WordTokenizer
+from t2t_lite.parsing import evalb, treebank
 from t2t_lite.registry import register_problem
-from t2t_lite.tokenizer import WordTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ def read_trees(path):
   except UnicodeDecodeError:
     text = data.decode("latin-1")  # Some treebank releases are Latin-1; every byte decodes.
   try:
-    trees = parsing.parse_trees(text, path)
-  except parsing.TreeError as error:
+    trees = treebank.parse_trees(text, path)
+  except treebank.TreeError as error:
     raise ProblemError(str(error)) from None
   if not trees:  # An empty (or truncated-to-nothing) file: say so rather than drop it.
     raise ProblemError(f"{path}:1: the file holds no trees")
@@ -163,12 +164,11 @@ class WsjParsing(Problem):
   min_word_count = 2  # Rarer train words are UNK, so that the model learns UNK in training.
   target_tags = "words"  # Measured against "all" and "punctuation": docs/parsing.md.
   _SETTINGS = Problem._SETTINGS + ("min_word_count", "target_tags")
+  _ALLOWED = dict(Problem._ALLOWED, vocab_type=("words", "bpe", "unigram"), min_word_count=1,
+                  target_tags=treebank.TARGET_TAGS)
 
   def __init__(self, **overrides):
     super().__init__(**overrides)
-    if self.target_tags not in parsing.TARGET_TAGS:
-      raise ProblemError(f"wsj_parsing: target_tags must be one of {parsing.TARGET_TAGS}, "
-                         f"not {self.target_tags!r}")
     self._split_cache = {}  # raw_dir -> {split: [(source, target)]}; prepare reads train twice.
 
   def raw_pairs(self, split, raw_dir):
@@ -178,7 +178,7 @@ class WsjParsing(Problem):
     cache = self._split_cache[raw_dir]
     if split not in cache:
       files = split_files(find_mrg_files(raw_dir))[split]
-      cache[split] = [parsing.tree_to_example(str(tree), tags=self.target_tags)
+      cache[split] = [treebank.tree_to_example(str(tree), tags=self.target_tags)
                       for path in files for tree in read_trees(path)]
       logger.info("%s %s: %d trees from %d files", self.name, split, len(cache[split]),
                   len(files))
@@ -188,7 +188,7 @@ class WsjParsing(Problem):
   def _vocab_path(self, data_dir):
     if self.vocab_type != "words":
       return super()._vocab_path(data_dir)
-    return os.path.join(data_dir, "vocab.words.json")
+    return data_files.vocab_path(data_dir, data_files.WORDS_VOCAB_FILE)
 
   def build_vocab(self, data_dir, raw_dir):
     if self.vocab_type != "words":
@@ -205,7 +205,7 @@ class WsjParsing(Problem):
           word = next(words)
           counts[word] += 1
           word_tags[word].add(token)
-          if copies and token not in parsing.EVALB_DELETE_LABELS:
+          if copies and token not in treebank.EVALB_DELETE_LABELS:
             continue  # The word itself, not a tag.
         symbols[kind].add(token)
     kept = [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -213,7 +213,7 @@ class WsjParsing(Problem):
     # The slots each word ever tagged as punctuation took: its tags ("words": the word itself
     # stands for its other tags).
     punctuation = {word: sorted(tags) for word, tags in word_tags.items()
-                   if tags & parsing.EVALB_DELETE_LABELS}
+                   if tags & treebank.EVALB_DELETE_LABELS}
     vocab = {"open": sorted(symbols["open"]), "close": sorted(symbols["close"]),
              "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation,
              "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES],
@@ -246,29 +246,53 @@ class WsjParsing(Problem):
     """The TreeConstraint of data_dir's (or model_dir's) vocabulary; None for SentencePiece."""
     if self.vocab_type != "words":
       return None
-    from t2t_lite.problems.wsj_constraint import TreeConstraint  # TensorFlow ops; only for decoding.
+    # TensorFlow ops, only for decoding.
+    from t2t_lite.parsing.tree_constraint import TreeConstraint
     return TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
 
-  # The parsing API (see t2t_lite/parsing.py).
+  # The parsing API (see t2t_lite/parsing/treebank.py).
   def tree_to_example(self, tree_str):
     """Bracketed tree -> (source_text, target_text), after the documented normalisation."""
-    return parsing.tree_to_example(tree_str, tags=self.target_tags)
+    return treebank.tree_to_example(tree_str, tags=self.target_tags)
 
   def example_to_tree(self, source_text, target_text, repair_punctuation=True):
     """(words, linearized tree, possibly malformed model output) -> well-formed tree string;
     with target_tags="words" each word slot becomes an XX tag."""
     if self.target_tags == "words":
-      target_text = parsing.slots_to_tags(target_text)
-    return parsing.example_to_tree(source_text, target_text, repair_punctuation)
+      target_text = treebank.slots_to_tags(target_text)
+    return treebank.example_to_tree(source_text, target_text, repair_punctuation)
 
   @staticmethod
   def bracket_f1(gold_trees, predicted_trees):
     """EVALB (COLLINS.prm) {"precision", "recall", "f1"} in percent over lists of trees."""
-    return parsing.bracket_f1(gold_trees, predicted_trees)
+    return treebank.bracket_f1(gold_trees, predicted_trees)
+
+  def scored_trees(self, sources, hypotheses, references):
+    """(gold trees, predicted trees), one string each, as EVALB is to read them: hypotheses
+    (linearized trees) repaired into trees over their source words; references used as they
+    are when they are trees over the source words (EVALB counts e.g. a `( (S ...) )`
+    wrapper), else read as linearized trees."""
+    if len(hypotheses) != len(references):
+      raise scoring.MetricError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    predicted = [self.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
+    return [self._reference_tree(s, r) for s, r in zip(sources, references)], predicted
+
+  def _reference_tree(self, source, reference):
+    try:
+      tree = treebank.parse_tree(reference)
+    except treebank.TreeError:  # Not a bracketed tree: a linearized one.
+      tree = None
+    if tree is not None and tree.words() == source.split():
+      return reference
+    return self.example_to_tree(source, reference, repair_punctuation=False)
 
   def score(self, sources, hypotheses, references):
     """EVALB's bracket scores ("bracket_precision", "bracket_recall", "bracket_f1", exact match,
     sentences scored / skipped) of decoded linearized trees, repaired into trees over their
     source words, against references (trees, or linearized trees)."""
-    f1 = self.bracket_f1(*metrics.parse_trees(self, sources, hypotheses, references))
+    f1 = self.bracket_f1(*self.scored_trees(sources, hypotheses, references))
     return {"bracket_" + key: value for key, value in f1.items()}
+
+  def evalb_report(self, sources, hypotheses, references):
+    """EVALB's printed report (per-sentence table and summaries) of the hypotheses."""
+    return evalb.report(evalb.evaluate(*self.scored_trees(sources, hypotheses, references)))

@@ -1,5 +1,12 @@
-"""Name -> object registries for problems and hparams sets, with "did you mean" errors."""
+"""Name -> object registries for problems and hparams sets, with "did you mean" errors.
+
+The registered problems and hparams sets live in the repository's `problems/` and `hparams/`
+folders, installed as `t2t_lite.problems` and `t2t_lite.hparams`. A registry imports its plug-in
+package (which runs their `register_*` decorators) the first time it is asked for a name, by
+its name: the registries sit below everything else, and the plug-ins build on the library.
+"""
 import difflib
+import importlib
 
 from t2t_lite.errors import T2TLiteError
 
@@ -14,8 +21,9 @@ class RegistryError(T2TLiteError, KeyError):
 class Registry:
   """A name -> value map that refuses duplicates and suggests close matches on a typo."""
 
-  def __init__(self, kind):
+  def __init__(self, kind, plugins):
     self.kind = kind  # "problem" or "hparams", used in error messages.
+    self.plugins = plugins  # The package whose import registers the built-in entries.
     self._entries = {}
 
   def register(self, name=None):
@@ -30,23 +38,28 @@ class Registry:
 
     return decorator
 
+  def _entries_loaded(self):
+    importlib.import_module(self.plugins)  # Once: Python caches the import.
+    return self._entries
+
   def get(self, name):
-    if name not in self._entries:
-      close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.6)
+    entries = self._entries_loaded()
+    if name not in entries:
+      close = difflib.get_close_matches(name, entries, n=3, cutoff=0.6)
       hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
       raise RegistryError(
-          f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(self._entries))})")
-    return self._entries[name]
+          f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(entries))})")
+    return entries[name]
 
   def names(self):
-    return sorted(self._entries)
+    return sorted(self._entries_loaded())
 
   def __contains__(self, name):
-    return name in self._entries
+    return name in self._entries_loaded()
 
 
-PROBLEMS = Registry("problem")
-HPARAMS = Registry("hparams")
+PROBLEMS = Registry("problem", "t2t_lite.problems")
+HPARAMS = Registry("hparams", "t2t_lite.hparams")
 
 
 def register_problem(name=None):
@@ -57,3 +70,19 @@ def register_problem(name=None):
 def register_hparams(name=None):
   """Registers a function returning an HParams under `name` (default: the function name)."""
   return HPARAMS.register(name)
+
+
+def get_hparams(name, overrides=""):
+  """The registered hparams set `name` with `overrides` ("a=1,b=2") applied."""
+  return HPARAMS.get(name)().override(overrides)
+
+
+def get_problem(name, **settings):
+  """An instance of the registered problem `name`, with `settings` (its class settings, e.g.
+  vocab_size) changed and checked."""
+  return PROBLEMS.get(name)(**settings)
+
+
+def problem_settings(name, text):
+  """"name=value,..." -> the settings dict of problem `name` (see Problem.parse_settings)."""
+  return PROBLEMS.get(name).parse_settings(text)

@@ -1,6 +1,7 @@
 """Shared fixtures. Real data is read from ../shared/data (never copied into the project)."""
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -59,17 +60,17 @@ def make_random_model_dir(tmp_path_factory):
   import tensorflow as tf
 
   import t2t_lite
-  from t2t_lite import model_dir as model_dir_lib
-  from t2t_lite import tokenizer
+  from t2t_lite.rundir import run_files
+  from t2t_lite.data import tokenizers
 
   def make(name, words, checkpoint_number=1):
     root = tmp_path_factory.mktemp(name)
     rng = random.Random(0)
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
     data_dir, model_dir = str(root / "data"), str(root / "model")
-    vocab = tokenizer.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
+    vocab = tokenizers.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
     hparams = t2t_lite.get_hparams("transformer_tiny")
-    model_dir_lib.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
+    run_files.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
     keras.utils.set_random_seed(1)
     model = t2t_lite.build_model(hparams, vocab.vocab_size)
     tf.train.CheckpointManager(tf.train.Checkpoint(model=model), model_dir,
@@ -86,3 +87,40 @@ def reverse_dir(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("reverse_data"))
   t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
   return data_dir
+
+
+def _mounted_tmpfs(path, options):
+  """Mounts a tmpfs at path (needs root and mount; skips the test where that is refused)."""
+  path.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a tmpfs here")
+  return path
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+  """A 64 MB file system."""
+  yield _mounted_tmpfs(tmp_path / "disk", "size=64m")
+  subprocess.run(["umount", str(tmp_path / "disk")], check=True)
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path):
+  """A 256 kB file system: room for a run's small files, not for a checkpoint or an export."""
+  yield _mounted_tmpfs(tmp_path / "tiny", "size=256k")
+  subprocess.run(["umount", str(tmp_path / "tiny")], check=True)
+
+
+@pytest.fixture()
+def read_only_disk(tmp_path):
+  yield _mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
+  subprocess.run(["umount", str(tmp_path / "ro")], check=True)
+
+
+def file_hashes(root):
+  """{relative path: sha256} of every file under root ({} when root does not exist)."""
+  import hashlib
+  root = pathlib.Path(root)
+  return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+          for path in sorted(root.rglob("*")) if path.is_file()}

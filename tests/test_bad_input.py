@@ -3,12 +3,14 @@ run-time failures), nothing written that a later run would trip over, no TensorF
 
 The CLI cases run the console scripts as their own processes, as a user would.
 """
+import gzip
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from conftest import file_hashes
 
 import t2t_lite
 
@@ -95,7 +97,6 @@ def test_tools_print_no_tensorflow_noise_unless_verbose(tmp_path):
 # ------------------------------------------------------------------------------ data
 def _multi30k_raw(raw_dir, **contents):
   """Tiny multi30k_ende raw files (gzipped); contents: {file stem: bytes written as they are}."""
-  import gzip
   raw_dir.mkdir(exist_ok=True)
   for stem in ("train", "val", "test_2016_flickr"):
     for lang, text in (("en", "a man rides a horse\n"), ("de", "ein mann reitet\n")):
@@ -115,7 +116,6 @@ def test_datagen_raw_file_that_is_not_gzip_is_named(tmp_path):
 
 
 def test_datagen_empty_training_files_are_named(tmp_path):
-  import gzip
   raw = _multi30k_raw(tmp_path / "raw", train_en=gzip.compress(b""), train_de=b"")
   code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
                           f"--raw_dir={raw}")
@@ -169,9 +169,9 @@ def make_model_dir(model_dir, data_dir, overrides, seed=1, problem="multi30k_end
   """A model_dir laid out as t2t-lite-train does, with random weights saved as ckpt-10."""
   import keras
   import tensorflow as tf
-  from t2t_lite import model_dir as model_dir_lib
+  from t2t_lite.rundir import run_files
   hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
-  model_dir_lib.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
+  run_files.write_run_files(str(model_dir), hparams, {"problem": problem}, str(data_dir))
   keras.utils.set_random_seed(seed)
   model = t2t_lite.build_model(hparams, t2t_lite.get_problem(problem).tokenizer(
       str(model_dir)).vocab_size)
@@ -184,12 +184,12 @@ def make_model_dir(model_dir, data_dir, overrides, seed=1, problem="multi30k_end
 def model_dirs(tmp_path_factory):
   """{"small", "wide"}: two tiny multi30k_ende model_dirs of different shapes, one vocabulary."""
   import random
-  from t2t_lite import tokenizer
+  from t2t_lite.data import tokenizers
   root = tmp_path_factory.mktemp("models")
   rng = random.Random(0)
   words = "a man rides horse the dog runs in park ein mann reitet hund".split()
   texts = [" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)]
-  tokenizer.train_sentencepiece(texts, str(root / "data" / "vocab.model"), 400)
+  tokenizers.train_sentencepiece(texts, str(root / "data" / "vocab.model"), 400)
   small = "num_layers=1,d_model=32,d_ff=64,num_heads=2"
   return {"small": make_model_dir(root / "small", root / "data", small),
           "wide": make_model_dir(root / "wide", root / "data", small + ",d_ff=96")}
@@ -299,3 +299,134 @@ def test_train_deleted_record_file_is_named(reverse_data, tmp_path):
                                   "--eval_steps=1")
   assert code == 2, err
   assert_one_line(err, "t2t-lite-train", f"{path} is missing; remove {reverse_data} and")
+
+
+# ------------------------------------------------------------------------------ run directory,
+# settings, platform, raw data, disk: each refused with one line and its exit status before
+# anything is written or trained, leaving nothing behind.
+REVERSE_TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
+
+
+def _train(data_dir, model_dir, *flags):
+  return run_tool("train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+                  f"--hparams_overrides={REVERSE_TINY}", f"--data_dir={data_dir}",
+                  f"--model_dir={model_dir}", "--noxla", "--eval_decode_examples=0", *flags)
+
+
+def test_a_refused_resume_changes_no_byte_of_the_run(reverse_data, tmp_path):
+  from t2t_lite.train import trainer
+  model_dir = tmp_path / "model"
+  trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
+                t2t_lite.get_hparams("transformer_tiny", REVERSE_TINY), str(reverse_data),
+                trainer.TrainConfig(model_dir=str(model_dir), train_steps=1, eval_steps=0,
+                                    xla=False, eval_decode_examples=0), log=lambda line: None)
+  before = file_hashes(model_dir)
+  # A data_dir of another vocabulary size (15 ids, not 13) for the same run.
+  code, out, err = _train(tmp_path / "twelve", model_dir, "--train_steps=2", "--eval_steps=0",
+                          "--problem_settings=num_symbols=12")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", f"{model_dir} was trained on algorithmic_reverse data "
+                  "prepared with {'num_symbols': 10,", "not {'num_symbols': 12,")
+  assert file_hashes(model_dir) == before and "step 1/" not in out
+
+
+def test_a_problem_setting_out_of_range_is_refused_before_anything(tmp_path):
+  code, out, err = _train(tmp_path / "data", tmp_path / "model",
+                          "--problem_settings=num_symbols=-3")
+  assert code == 2
+  assert err == "t2t-lite-train: error: algorithmic_reverse: num_symbols must be >= 1, got -3\n"
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_data_dir_prepared_with_other_settings_is_refused(reverse_data, tmp_path):
+  before = file_hashes(reverse_data)
+  code, out, err = _train(reverse_data, tmp_path / "model", "--problem_settings=num_symbols=20")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", f"{reverse_data} holds algorithmic_reverse data "
+                  "prepared with {'num_symbols': 10,", "not algorithmic_reverse with "
+                  "{'num_symbols': 20,", "use another --data_dir")
+  assert file_hashes(reverse_data) == before and not (tmp_path / "model").exists()
+
+
+def test_multi_worker_without_tf_config_is_refused(tmp_path):
+  code, out, err = _train(tmp_path / "data", tmp_path / "model", "--strategy=multi_worker")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", "--strategy=multi_worker found no cluster: set "
+                  "TF_CONFIG to the cluster and this worker's task")
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_tpu_that_is_not_there_is_named_not_the_data(tmp_path):
+  code, out, err = _train(tmp_path / "data", tmp_path / "model", "--strategy=tpu")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", "--strategy=tpu: no TPU found at local (")
+  assert "reading" not in err
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_negative_time_budget_is_refused(tmp_path):
+  code, out, err = _train(tmp_path / "data", tmp_path / "model", "--train_minutes=-1")
+  assert code == 2
+  assert err == "t2t-lite-train: error: train_minutes must be positive, got -1.0\n"
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_vocabulary_too_small_for_the_text_says_how_large(multi30k_dir, tmp_path):
+  code, out, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                            f"--raw_dir={multi30k_dir}", "--problem_settings=vocab_size=100")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-datagen", "multi30k_ende: vocab_size=100 is smaller than the ",
+                  "pieces a SentencePiece vocabulary of this text needs", "use vocab_size >= ")
+  assert "RuntimeError" not in err and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("contents, message", [
+    ({"train_de": gzip.compress(b"ein mann reitet\n" * 19)},
+     "{raw}/train.en.gz:20: line has no counterpart in {raw}/train.de.gz (20 vs 19 lines; the "
+     "files are not parallel)"),
+    ({"train_de": gzip.compress(b"ein mann reitet\n" * 5 + b"gr\xfcn\n")},
+     "{raw}/train.de.gz:6: not UTF-8 (invalid start byte at byte 2)"),
+    ({"train_de": gzip.compress(b"ein mann reitet\n" * 20)[:-12]},
+     "{raw}/train.de.gz is not a complete gzip file"),
+])
+def test_raw_training_files_that_do_not_read_are_named_and_leave_nothing(tmp_path, contents,
+                                                                         message):
+  raw = _multi30k_raw(tmp_path / "raw", **contents)
+  code, out, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
+                            f"--raw_dir={raw}")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-datagen", message.format(raw=raw))
+  assert "RuntimeError" not in err and "INTERNAL" not in err
+  assert not (tmp_path / "data").exists()
+
+
+def test_an_empty_dev_split_is_refused_before_training(tmp_path, caplog):
+  raw = _multi30k_raw(tmp_path / "raw", val_en=gzip.compress(b""), val_de=gzip.compress(b""))
+  t2t_lite.get_problem("multi30k_ende").prepare(str(tmp_path / "data"), str(raw))  # datagen's
+  assert "multi30k_ende dev: no examples; training with evaluation" in caplog.text
+  code, out, err = run_tool("train", "--problem=multi30k_ende", "--hparams=transformer_tiny",
+                            f"--hparams_overrides={REVERSE_TINY}", f"--data_dir={tmp_path}/data",
+                            f"--model_dir={tmp_path}/model", "--noxla")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", f"the dev split of {tmp_path}/data has no example",
+                  "(--eval_steps=0)")
+  assert "step 1/" not in out and not (tmp_path / "model").exists()
+
+
+def test_an_export_onto_a_full_disk_is_one_line_and_leaves_nothing(model_dirs, tiny_disk):
+  code, out, err = run_tool("export", "--model_dir", model_dirs["small"], "--export_dir",
+                            tiny_disk / "exports")
+  assert code == 1
+  assert_one_line(err, "t2t-lite-export", f"writing the export to {tiny_disk}/exports/1 failed: ",
+                  "No space left on device", "MB); nothing was left in")
+  assert list(tiny_disk.iterdir()) == []
+
+
+def test_training_onto_a_full_disk_names_the_size_of_a_checkpoint(reverse_data, tiny_disk):
+  model_dir = tiny_disk / "model"
+  code, out, err = _train(reverse_data, model_dir, "--train_steps=1", "--eval_steps=0")
+  assert code == 1
+  assert_one_line(err, "t2t-lite-train", f"saving the step 1 checkpoint in {model_dir} failed: ",
+                  "No space left on device (its weights and optimizer state alone take ",
+                  " MB); no checkpoint was saved before")
+  assert not list(model_dir.glob("*_temp")) and not (model_dir / "lease.json").exists()

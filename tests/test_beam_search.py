@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.beam_search import NEG_INF, beam_search, length_penalty, log_sum_exp, top_k
+from t2t_lite.decode.beam_search import NEG_INF, beam_search, length_penalty, log_sum_exp, top_k
 
 PAD, EOS = 0, 1
 LETTERS = "abehlmo"

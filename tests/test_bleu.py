@@ -9,7 +9,8 @@ import sys
 import pytest
 import sacrebleu
 
-from t2t_lite import decoding, metrics
+from t2t_lite.decode import translation
+from t2t_lite.data import scoring
 
 # German pairs with hyphenated compounds, ASCII and German quotes, apostrophes, `&`, `|`,
 # brackets, an abbreviation with inner dots and a number with a comma.
@@ -49,27 +50,27 @@ REFERENCES_TOKENIZED = [
 
 
 def test_paper_tokenization_is_moses_then_compound_split():
-  assert [metrics.paper_tokenize(h) for h in HYPOTHESES] == HYPOTHESES_TOKENIZED
-  assert [metrics.paper_tokenize(r) for r in REFERENCES] == REFERENCES_TOKENIZED
-  assert metrics.split_compounds("a-b-c") == "a ##AT##-##AT## b-c"  # Perl s///g: no overlap
+  assert [scoring.paper_tokenize(h) for h in HYPOTHESES] == HYPOTHESES_TOKENIZED
+  assert [scoring.paper_tokenize(r) for r in REFERENCES] == REFERENCES_TOKENIZED
+  assert scoring.split_compounds("a-b-c") == "a ##AT##-##AT## b-c"  # Perl s///g: no overlap
   # EN-FR: French rules (the elided article keeps its apostrophe), no compound split.
-  assert metrics.paper_tokenize("L'homme porte un T-shirt & un \"chapeau\".", "fr") == (
+  assert scoring.paper_tokenize("L'homme porte un T-shirt & un \"chapeau\".", "fr") == (
       "L&apos; homme porte un T-shirt &amp; un &quot; chapeau &quot; .")
 
 
 def test_paper_bleu_equals_bleu_of_the_hand_tokenized_text():
   expected = sacrebleu.corpus_bleu(HYPOTHESES_TOKENIZED, [REFERENCES_TOKENIZED],
                                    tokenize="none", force=True, smooth_method="none")
-  result = metrics.paper_bleu(HYPOTHESES, REFERENCES)
+  result = scoring.paper_bleu(HYPOTHESES, REFERENCES)
   assert result["bleu"] == pytest.approx(expected.score, abs=1e-9)
   assert round(result["bleu"], 2) == 68.59
   assert result["signature"].startswith("tokenizer.perl -l de (sacremoses ")
   assert "+ ##AT## compound split + multi-bleu (sacreBLEU nrefs:1|case:mixed|eff:no|tok:none|" \
          "smooth:none|version:" in result["signature"]
-  detok = metrics.sacrebleu_bleu(HYPOTHESES, REFERENCES)
+  detok = scoring.sacrebleu_bleu(HYPOTHESES, REFERENCES)
   assert detok["signature"].startswith("sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
   assert round(detok["bleu"], 2) == 65.41
-  fr = metrics.paper_bleu(HYPOTHESES, REFERENCES, lang="fr")
+  fr = scoring.paper_bleu(HYPOTHESES, REFERENCES, lang="fr")
   assert "compound" not in fr["signature"] and fr["bleu"] != result["bleu"]
 
 
@@ -77,18 +78,18 @@ def test_paper_bleu_counts_compound_parts_as_multi_bleu():
   hypothesis, reference = "das Fußball-Spiel ist gut", "das Tennis-Spiel ist gut"
   # Split: 5/6 unigrams, 3/5 bigrams, 2/4 trigrams, 1/3 4-grams match, no brevity penalty.
   expected = 100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25
-  assert metrics.paper_bleu([hypothesis], [reference])["bleu"] == pytest.approx(expected)
+  assert scoring.paper_bleu([hypothesis], [reference])["bleu"] == pytest.approx(expected)
   # multi-bleu.perl does not smooth: no matching 4-gram anywhere gives 0.
-  assert metrics.paper_bleu(["a b c d"], ["a b c e"])["bleu"] == 0.0
-  with pytest.raises(metrics.MetricError, match="1 hypotheses but 2 references"):
-    metrics.paper_bleu(["a"], ["a", "b"])
+  assert scoring.paper_bleu(["a b c d"], ["a b c e"])["bleu"] == 0.0
+  with pytest.raises(scoring.MetricError, match="1 hypotheses but 2 references"):
+    scoring.paper_bleu(["a"], ["a", "b"])
 
 
 def test_decode_prints_both_bleus_labelled(make_random_model_dir, tmp_path):
   words = ["Hund", "Fußball-Spiel", "Kind's", "&", "läuft", "\"schnell\"", "Rad-Tour", "."]
   model_dir = make_random_model_dir("bleu", words)
   sources = ["Hund läuft .", "Kind's Rad-Tour", "& Fußball-Spiel"]
-  outputs, _ = decoding.translate(model_dir, sources, beam_size=2, extra_length=5)
+  outputs, _ = translation.translate(model_dir, sources, beam_size=2, extra_length=5)
   # A random model's outputs are too short to score above 0: this checks that the CLI reports
   # the library's two scores with their labels.
   references = [o + " Rad-Tour" if i else o for i, o in enumerate(outputs)]
@@ -103,7 +104,7 @@ def test_decode_prints_both_bleus_labelled(make_random_model_dir, tmp_path):
   assert run.returncode == 0, run.stderr
   assert (tmp_path / "out.txt").read_text().split("\n")[:-1] == outputs
   report = json.loads(run.stderr.strip().splitlines()[-1])
-  assert report == dict(metrics.translation_scores(outputs, references, "de"), sentences=3)
+  assert report == dict(scoring.translation_scores(outputs, references, "de"), sentences=3)
   assert report["bleu_signature"].startswith("sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|")
   assert report["paper_bleu_signature"].startswith(
       "tokenizer.perl -l de (sacremoses ")

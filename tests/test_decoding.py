@@ -13,11 +13,13 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import checkpoints, decoding, search
+from t2t_lite.train import averaging
+from t2t_lite.decode import translation
+from t2t_lite.decode import search
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
-from t2t_lite.model_dir import write_run_files
+from t2t_lite.rundir.run_files import write_run_files
 
 PROBLEM = "algorithmic_reverse"
 EOS = 1
@@ -193,7 +195,7 @@ def test_translate_api_matches_translating_one_by_one(model_dir):
   texts, scores = t2t_lite.translate(model_dir, SENTENCES, beam_size=2, alpha=0.6)
   assert len(texts) == len(scores) == 4
   assert texts[1] == "" and scores[1] == 0.0  # empty line -> empty output
-  translator = decoding.Translator.from_model_dir(model_dir, beam_size=2, alpha=0.6)
+  translator = translation.Translator.from_model_dir(model_dir, beam_size=2, alpha=0.6)
   for sentence, text, score in zip(SENTENCES, texts, scores):
     if sentence:
       (alone,), (alone_score,) = translator.translate([sentence], batch_size=1)
@@ -213,7 +215,7 @@ def test_decode_cli_keeps_order_truncates_and_scores(model_dir, tmp_path, capsys
       "--beam_size", "2", "--batch_size", "2", "--no_progress"])
   assert code == 0
   outputs = (tmp_path / "out.txt").read_text().split("\n")[:-1]
-  expected, _ = decoding.translate(model_dir, lines, beam_size=2)
+  expected, _ = translation.translate(model_dir, lines, beam_size=2)
   assert outputs == expected and outputs[1] == ""
   assert "line 5: longer than 64 tokens (EOS included): truncated" in caplog.text
   report = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
@@ -239,13 +241,13 @@ def test_averaged_checkpoint_is_the_mean_and_decodes(model_dir, tmp_path):
   def values(checkpoint):  # {path from the model: array}
     reader = tf.train.load_checkpoint(checkpoint)
     return {path: reader.get_tensor(key)
-            for path, (key, _) in checkpoints.model_variables(checkpoint).items()}
+            for path, (key, _) in averaging.model_variables(checkpoint).items()}
 
   first, last = (values(os.path.join(model_dir, f"ckpt-{s}")) for s in (20, 30))
   output = values(averaged)
   assert len(output) == len(random_model(3).trainable_variables) == len(first)
   assert "model/decoder_1/ffn/inner/_kernel" in output
-  keys = checkpoints.model_variables(os.path.join(model_dir, "ckpt-30"))
+  keys = averaging.model_variables(os.path.join(model_dir, "ckpt-30"))
   assert keys["model/decoder_1/ffn/inner/_kernel"][0].startswith("optimizer/")
   for path, value in output.items():
     mean = (first[path].astype(np.float64) + last[path]) / 2
@@ -253,7 +255,7 @@ def test_averaged_checkpoint_is_the_mean_and_decodes(model_dir, tmp_path):
   # The last checkpoint's weights differ from the mean: the average is not just a copy.
   assert np.abs(output["model/decoder_1/ffn/inner/_kernel"] -
                 last["model/decoder_1/ffn/inner/_kernel"]).max() > 1e-3
-  texts, _ = decoding.translate(output_dir, ["1 2 3"], beam_size=2)
+  texts, _ = translation.translate(output_dir, ["1 2 3"], beam_size=2)
   assert texts[0] and set(texts[0].split()) <= set("0123456789")
 
 
@@ -262,11 +264,11 @@ def test_averaging_refuses_different_variables(tmp_path):
   other = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny", "d_ff=128"), 13)
   tf.train.CheckpointManager(tf.train.Checkpoint(model=other), str(tmp_path),
                              max_to_keep=10).save(checkpoint_number=2)
-  with pytest.raises(checkpoints.CheckpointError,
+  with pytest.raises(averaging.CheckpointError,
                      match=r"has shape \[64, 256\] in .*ckpt-1 but \[64, 128\] in .*ckpt-2"):
-    checkpoints.average_last(str(tmp_path), 2, str(tmp_path / "avg"))
-  with pytest.raises(checkpoints.CheckpointError, match="has 2 checkpoints, fewer than the 3"):
-    checkpoints.average_last(str(tmp_path), 3, str(tmp_path / "avg"))
+    averaging.average_last(str(tmp_path), 2, str(tmp_path / "avg"))
+  with pytest.raises(averaging.CheckpointError, match="has 2 checkpoints, fewer than the 3"):
+    averaging.average_last(str(tmp_path), 3, str(tmp_path / "avg"))
 
 
 def test_attention_pictures(model_dir, tmp_path):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.dropout import Dropout, keep_mask
+from t2t_lite.modeling.dropout import Dropout, keep_mask
 
 SHAPE = [64, 32, 512]
 

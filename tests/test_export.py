@@ -20,8 +20,9 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 import t2t_lite
-from t2t_lite import decoding, export
-from t2t_lite import model_dir as model_dir_lib
+from t2t_lite.decode import translation
+from t2t_lite.decode import export
+from t2t_lite.rundir import run_files
 from t2t_lite.bin import export as export_cli
 
 _WORDS = ("a man rides horse the dog runs in park woman with red hat over bridge "
@@ -203,7 +204,7 @@ def test_tf1_and_tf2_loaders_give_the_same_answers(served):
 
 
 def test_fresh_process_translates_like_t2t_lite_translate(model_dir, served):
-  texts, scores = decoding.translate(model_dir, REQUEST_TEXT, extra_length=EXTRA_LENGTH)
+  texts, scores = translation.translate(model_dir, REQUEST_TEXT, extra_length=EXTRA_LENGTH)
   answer = served["tf1"]["hostile"]
   assert answer["outputs"] == texts
   assert answer["scores"] == pytest.approx(scores, abs=1e-4)
@@ -257,7 +258,7 @@ def test_stock_saved_model_cli_runs_a_word_vocabulary_export(tmp_path):
   """The unmodified `saved_model_cli run` binary (no TF Text needed for a word vocabulary)."""
   hparams = t2t_lite.get_hparams("transformer_tiny")
   model_dir = str(tmp_path / "model")
-  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
+  run_files.write_run_files(model_dir, hparams, {"problem": "algorithmic_reverse"})
   keras.utils.set_random_seed(8)  # Random weights whose outputs are not empty.
   model = t2t_lite.build_model(hparams, t2t_lite.get_problem("algorithmic_reverse").tokenizer()
                                .vocab_size)
@@ -338,7 +339,7 @@ def test_word_vocabulary_problem_exports_too(tmp_path):
   vocab = problem.tokenizer()
   keras.utils.set_random_seed(2)
   model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny"), vocab.vocab_size)
-  translator = decoding.Translator(model, vocab, beam_size=2, alpha=0.0, extra_length=3,
+  translator = translation.Translator(model, vocab, beam_size=2, alpha=0.0, extra_length=3,
                                    max_input_length=6)
   path = export.save(export.TranslationModule(translator), str(tmp_path))
   texts = ["3 9 4", "", "1 2 3 4 5 6 7 8 9"]  # the last one is cut to 5 words + EOS
@@ -361,7 +362,7 @@ def test_xla_compiled_beam_search_answers_the_same():
   vocab = t2t_lite.get_problem("algorithmic_copy").tokenizer()
   keras.utils.set_random_seed(3)
   model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_tiny"), vocab.vocab_size)
-  translator = decoding.Translator(model, vocab, beam_size=2, alpha=0.6, extra_length=4)
+  translator = translation.Translator(model, vocab, beam_size=2, alpha=0.6, extra_length=4)
   texts = tf.constant(["3 9 4 4", "", "7"])
   modules = [export.TranslationModule(translator, jit_compile=jit) for jit in (False, True)]
   plain, compiled = (module.translate_text(texts) for module in modules)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import t2t_lite
-from t2t_lite import inputs
+from t2t_lite.data import pipeline
 
 EOS = 1
 
@@ -22,7 +22,7 @@ def _examples(count, seed=0, max_len=40):
 def _write(tmp_path, examples, num_files=1):
   paths = [str(tmp_path / f"train-{i:05d}-of-{num_files:05d}.tfrecord") for i in range(num_files)]
   for i, path in enumerate(paths):
-    inputs.write_records(path, examples[i::num_files])
+    pipeline.write_records(path, examples[i::num_files])
   return paths
 
 
@@ -40,17 +40,17 @@ def _as_rows(examples):
 
 
 def test_bucket_upper_bounds_follow_tensor2tensor():
-  assert inputs.bucket_upper_bounds(30) == [
+  assert pipeline.bucket_upper_bounds(30) == [
       8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30]
-  bounds = inputs.bucket_upper_bounds(256)
+  bounds = pipeline.bucket_upper_bounds(256)
   assert bounds[-4:] == [196, 215, 236, 256] and len(bounds) == 42  # 196 * 1.1 = 215.6
-  assert inputs.bucket_upper_bounds(5) == [5]
+  assert pipeline.bucket_upper_bounds(5) == [5]
 
 
 def test_one_pass_keeps_every_short_example_and_drops_only_long_ones(tmp_path):
   examples = _examples(300)
   files = _write(tmp_path, examples)
-  dataset = inputs.pipeline(files, batch_tokens=200, max_length=30, training=False)
+  dataset = pipeline.pipeline(files, batch_tokens=200, max_length=30, training=False)
   kept = [e for e in examples if max(len(e[0]), len(e[1])) <= 30]
   assert 0 < len(kept) < 300
   assert _unbatch(dataset) == _as_rows(kept)
@@ -59,9 +59,9 @@ def test_one_pass_keeps_every_short_example_and_drops_only_long_ones(tmp_path):
 @pytest.mark.parametrize("static_shapes", [False, True])
 def test_batches_respect_the_token_budget(tmp_path, static_shapes):
   files = _write(tmp_path, _examples(500))
-  dataset = inputs.pipeline(files, batch_tokens=256, max_length=40, training=True, seed=3,
+  dataset = pipeline.pipeline(files, batch_tokens=256, max_length=40, training=True, seed=3,
                             static_shapes=static_shapes)
-  bounds = inputs.bucket_upper_bounds(40)
+  bounds = pipeline.bucket_upper_bounds(40)
   for batch in dataset.take(50):
     batch_size, source_len = batch["inputs"].shape
     target_len = batch["targets"].shape[1]
@@ -73,10 +73,10 @@ def test_batches_respect_the_token_budget(tmp_path, static_shapes):
 
 def test_static_shapes_come_from_a_small_fixed_set(tmp_path):
   files = _write(tmp_path, _examples(500))
-  dataset = inputs.pipeline(files, batch_tokens=256, max_length=40, training=True, seed=0,
+  dataset = pipeline.pipeline(files, batch_tokens=256, max_length=40, training=True, seed=0,
                             static_shapes=True)
   shapes = {tuple(batch["inputs"].shape) for batch in dataset.take(100)}
-  allowed = {(256 // u, u) for u in inputs.bucket_upper_bounds(40)}
+  allowed = {(256 // u, u) for u in pipeline.bucket_upper_bounds(40)}
   assert shapes <= allowed and len(shapes) > 3
 
 
@@ -84,7 +84,7 @@ def test_seeded_pipeline_is_deterministic(tmp_path):
   files = _write(tmp_path, _examples(400), num_files=2)
 
   def first_batches(seed):
-    dataset = inputs.pipeline(files, 256, 40, training=True, seed=seed, shuffle_buffer=100)
+    dataset = pipeline.pipeline(files, 256, 40, training=True, seed=seed, shuffle_buffer=100)
     return [batch["inputs"].numpy().tolist() for batch in dataset.take(8)]
 
   assert first_batches(7) == first_batches(7)
@@ -95,18 +95,18 @@ def test_seeded_pipeline_is_deterministic(tmp_path):
 def test_worker_shards_are_disjoint_and_complete(tmp_path, num_files):
   examples = _examples(200, max_len=20)
   files = _write(tmp_path, examples, num_files)
-  shards = [_unbatch(inputs.pipeline(files, 256, 40, training=False, num_shards=3, shard_index=i))
+  shards = [_unbatch(pipeline.pipeline(files, 256, 40, training=False, num_shards=3, shard_index=i))
             for i in range(3)]
   assert all(shards)
   assert sorted(sum(shards, [])) == _as_rows(examples)
   with pytest.raises(ValueError, match="shard_index=3"):
-    inputs.read_records(files, num_shards=3, shard_index=3)
+    pipeline.read_records(files, num_shards=3, shard_index=3)
 
 
 def test_budget_smaller_than_max_length_is_refused(tmp_path):
   files = _write(tmp_path, _examples(10))
   with pytest.raises(ValueError, match="batch_tokens=32 is smaller than max_length=64"):
-    inputs.pipeline(files, batch_tokens=32, max_length=64, training=True)
+    pipeline.pipeline(files, batch_tokens=32, max_length=64, training=True)
 
 
 def test_multi30k_batches_are_at_least_90_percent_real_tokens(multi30k_data):

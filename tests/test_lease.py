@@ -11,7 +11,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from t2t_lite import files, lease
+from t2t_lite import files
+from t2t_lite.rundir import lease, run_files
 
 FAST = dict(heartbeat_seconds=0.1, stale_seconds=5.0, settle_seconds=0.2)
 
@@ -20,7 +21,7 @@ _HOLDER = textwrap.dedent("""
     import logging, sys, time
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     from t2t_lite.bin import cli  # first: it imports TensorFlow quietly, as the tools do
-    from t2t_lite import lease
+    from t2t_lite.rundir import lease
     try:
       with lease.Lease(sys.argv[1], heartbeat_seconds=0.1, stale_seconds=5, settle_seconds=0.5):
         print("held", flush=True)
@@ -72,7 +73,7 @@ def _foreign(model_dir, heartbeat_age):
   record = {"host": "another-host", "pid": 1234, "started": now - 3600,
             "heartbeat": now - heartbeat_age, "token": "x"}
   tf.io.gfile.makedirs(model_dir)
-  files.write_text(os.path.join(model_dir, lease.LEASE_FILE), json.dumps(record))
+  files.write_text(os.path.join(model_dir, run_files.LEASE_FILE), json.dumps(record))
 
 
 @pytest.mark.parametrize("root", ["local", "ram://lease_test"])
@@ -90,7 +91,7 @@ def test_lease_of_another_host_is_refused_while_it_beats_and_taken_over_when_sil
     time.sleep(0.5)
     assert held.read()["heartbeat"] > first  # the background thread refreshes it
     held.check()
-  assert not tf.io.gfile.exists(os.path.join(model_dir, lease.LEASE_FILE))
+  assert not tf.io.gfile.exists(os.path.join(model_dir, run_files.LEASE_FILE))
 
 
 def test_a_lease_taken_over_meanwhile_makes_check_fail(tmp_path):
@@ -109,5 +110,5 @@ def test_a_lease_taken_over_meanwhile_makes_check_fail(tmp_path):
 def test_model_dir_that_is_a_file_is_one_line(tmp_path):
   path = tmp_path / "file"
   path.write_text("x")
-  with pytest.raises(lease.ModelDirError, match=f"^cannot write model_dir {path}: "):
+  with pytest.raises(run_files.RunDirError, match=f"^cannot write model_dir {path}: "):
     lease.Lease(str(path), **FAST).acquire()

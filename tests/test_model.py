@@ -8,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite.embedding import sinusoid_positions
-from t2t_lite.losses import smoothed_cross_entropy, token_accuracy
-from t2t_lite.optimization import TransformerSchedule, learning_rate, make_optimizer
-from t2t_lite.transformer import LAYER_NORM_EPSILON, LayerNorm
+from t2t_lite.modeling.embedding import sinusoid_positions
+from t2t_lite.modeling.losses import smoothed_cross_entropy, token_accuracy
+from t2t_lite.train.optimization import TransformerSchedule, learning_rate, make_optimizer
+from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON, LayerNorm
 
 VOCAB = 37000  # the paper's shared EN-DE BPE vocabulary
 
@@ -149,19 +149,20 @@ def test_cached_decode_steps_equal_full_decode(cache_kind):
 
 @pytest.mark.parametrize("norm_type", ["post", "pre"])
 def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model(norm_type):
-  """precision.inference_model: bfloat16 weights (LayerNorm's float32), the same logits and
+  """mixed_precision.inference_model: bfloat16 weights (LayerNorm's float32), the same logits and
   beams as the mixed policy model that casts float32 weights at every use; under mixed
   precision the residual stream stays float32."""
-  from t2t_lite import precision, search
+  from t2t_lite.modeling import mixed_precision
+  from t2t_lite.decode import search
   reference = tiny_model(overrides=f"norm_type={norm_type}")
-  with precision.building("bf16"):
+  with mixed_precision.building("bf16"):
     mixed = t2t_lite.build_model(reference.hparams, 40)
   mixed.set_weights(reference.get_weights())
-  inference = precision.inference_model(reference, "bf16")
-  assert precision.of_model(inference) == precision.of_model(mixed) == "bf16"
+  inference = mixed_precision.inference_model(reference, "bf16")
+  assert mixed_precision.of_model(inference) == mixed_precision.of_model(mixed) == "bf16"
   float32 = {w.path for w in inference.weights if w.dtype == "float32"}
   assert float32 and all("norm" in path for path in float32), float32
-  assert precision.inference_model(reference, "none") is reference
+  assert mixed_precision.inference_model(reference, "none") is reference
 
   inputs = random_ids([3, 7], seed=4)
   features = {"inputs": inputs, "targets": random_ids([3, 5], seed=5)}
@@ -361,7 +362,7 @@ def test_hparams_json_of_older_runs_loads_the_renamed_field():
 def test_every_attention_weight_is_used():
   """MultiHeadAttention holds only weights that its matmuls read (no sublayer it never calls):
   W^Q, W^K, W^V, W^O and their biases all get gradients, and they are the only weights."""
-  from t2t_lite.attention import MultiHeadAttention
+  from t2t_lite.modeling.attention import MultiHeadAttention
   keras.utils.set_random_seed(1)
   layer = MultiHeadAttention(num_heads=2, key_depth=4, value_depth=3, output_depth=8)
   layer.build([None, None, 8])

@@ -6,8 +6,10 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import inputs, packing, trainer
-from t2t_lite.transformer import build_model
+from t2t_lite.data import packing, pipeline
+from t2t_lite.modeling.transformer import build_model
+from t2t_lite.rundir import run_files
+from t2t_lite.train import trainer
 
 
 def _examples(count, max_source, max_target, seed=0):
@@ -114,9 +116,9 @@ def test_multi30k_packed_batches_are_97_percent_real_tokens(multi30k_data):
 
 def test_packing_is_for_training_only(tmp_path):
   path = str(tmp_path / "train.tfrecord")
-  inputs.write_records(path, _examples(5, 4, 4))
+  pipeline.write_records(path, _examples(5, 4, 4))
   with pytest.raises(ValueError, match="packed batches are for training only"):
-    inputs.pipeline([path], 64, 16, training=False, packed_lengths=(16, 16))
+    pipeline.pipeline([path], 64, 16, training=False, packed_lengths=(16, 16))
 
 
 def test_a_packed_run_trains_and_resumes_only_packed(reverse_dir, tmp_path):
@@ -136,5 +138,5 @@ def test_a_packed_run_trains_and_resumes_only_packed(reverse_dir, tmp_path):
   losses = [loss for _, loss in run(4, pack=True)["losses"]]
   assert len(losses) == 4 and np.all(np.isfinite(losses))
   assert [step for step, _ in run(6, pack=True)["losses"]] == [5, 6]  # resumes its iterator
-  with pytest.raises(trainer.TrainerError, match="was trained with --pack; resume it with"):
+  with pytest.raises(run_files.RunDirError, match="was trained with --pack; resume it with"):
     run(8, pack=False)

@@ -1,9 +1,10 @@
-"""Tree reading, linearization, repair and EVALB scoring (t2t_lite/parsing.py), and wsj_parsing."""
+"""Tree reading, linearization, repair and EVALB scoring (t2t_lite/parsing/treebank.py), and wsj_parsing."""
 import random
 
 import pytest
 
-from t2t_lite import evalb, parsing
+from t2t_lite.parsing import evalb
+from t2t_lite.parsing import treebank
 
 SENTENCE = "The dog barked ."
 GOLD = "(S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .))"
@@ -14,7 +15,7 @@ def ptb_trees(ptb_dir):
   """Every tree of the PTB sample, normalised, in file order."""
   trees = []
   for path in sorted(ptb_dir.glob("*.mrg")):
-    trees += parsing.parse_trees(path.read_text(), str(path))
+    trees += treebank.parse_trees(path.read_text(), str(path))
   return trees
 
 
@@ -28,12 +29,12 @@ def test_normalisation_removes_empty_elements_function_tags_and_wrapper():
           (VP (TO to) (VP (VB leave) (PP-LOC=2 (IN at) (NP (-LRB- -LRB-) (CD 5) (-RRB- -RRB-) )))))
         (ADVP|PRT (RB back) ))
       (. .) ))"""
-  assert parsing.normalize_tree(raw) == (
+  assert treebank.normalize_tree(raw) == (
       "(S (NP (NNP John)) (VP (VBD tried) (S (VP (TO to) (VP (VB leave) (PP (IN at) "
       "(NP (-LRB- -LRB-) (CD 5) (-RRB- -RRB-)))))) (ADVP (RB back))) (. .))")
   # TOP / ROOT wrappers go too; a wrapper around several constituents becomes TOP.
-  assert parsing.normalize_tree("(ROOT (TOP (NP (NN dog))))") == "(NP (NN dog))"
-  assert parsing.normalize_tree("( (NP (NN dog)) (VP (VBD barked)) )") == (
+  assert treebank.normalize_tree("(ROOT (TOP (NP (NN dog))))") == "(NP (NN dog))"
+  assert treebank.normalize_tree("( (NP (NN dog)) (VP (VBD barked)) )") == (
       "(TOP (NP (NN dog)) (VP (VBD barked)))")
 
 
@@ -44,9 +45,9 @@ def test_ptb_sample_reads_every_tree(ptb_trees):
       "(S (NP (NP (NNP Pierre) (NNP Vinken)) (, ,) (ADJP (NP (CD 61) (NNS years)) (JJ old)) (, ,))"
       " (VP (MD will) (VP (VB join) (NP (DT the) (NN board)) (PP (IN as) (NP (DT a)"
       " (JJ nonexecutive) (NN director))) (NP (NNP Nov.) (CD 29)))) (. .))")
-  labels = {event[1] for tree in trees for event in parsing._events(tree) if event[0] == "open"}
+  labels = {event[1] for tree in trees for event in treebank._events(tree) if event[0] == "open"}
   assert not any("-" in label or "=" in label or "|" in label for label in labels)
-  tags = {event[1] for tree in trees for event in parsing._events(tree) if event[0] == "leaf"}
+  tags = {event[1] for tree in trees for event in treebank._events(tree) if event[0] == "leaf"}
   assert "-NONE-" not in tags and {"-LRB-", "-RRB-", ",", "``"} <= tags
 
 
@@ -61,8 +62,8 @@ def test_ptb_sample_reads_every_tree(ptb_trees):
     ("( ( a) )\n", 1, "has no POS tag"),
 ])
 def test_malformed_tree_names_file_and_line(text, line, message):
-  with pytest.raises(parsing.TreeError) as error:
-    parsing.parse_trees(text, "wsj_0042.mrg")
+  with pytest.raises(treebank.TreeError) as error:
+    treebank.parse_trees(text, "wsj_0042.mrg")
   assert str(error.value).startswith(f"wsj_0042.mrg:{line}: ")
   assert message in str(error.value)
   assert "\n" not in str(error.value)
@@ -71,23 +72,23 @@ def test_malformed_tree_names_file_and_line(text, line, message):
 # --- Linearization and exact round trip -----------------------------------------------------------
 
 def test_linearization_of_a_small_tree():
-  source, target = parsing.tree_to_example(
+  source, target = treebank.tree_to_example(
       "( (S (NP-SBJ (DT The) (NN dog)) (VP (VBD barked)) (. .)) )")
   assert source == SENTENCE
   assert target == "(S (NP DT NN )NP (VP VBD )VP . )S"
-  assert parsing.example_to_tree(source, target) == GOLD
+  assert treebank.example_to_tree(source, target) == GOLD
 
 
 def test_every_ptb_sample_tree_round_trips_exactly(ptb_trees):
   for tree in ptb_trees:
     normalised = str(tree)
-    source, target = parsing.tree_to_example(normalised)
+    source, target = treebank.tree_to_example(normalised)
     assert source == " ".join(tree.words())
-    assert parsing.example_to_tree(source, target, repair_punctuation=False) == normalised
-    assert parsing.normalize_tree(normalised) == normalised  # Normalisation is idempotent.
+    assert treebank.example_to_tree(source, target, repair_punctuation=False) == normalised
+    assert treebank.normalize_tree(normalised) == normalised  # Normalisation is idempotent.
     # The repair keeps the treebank's punctuation tags: no gold tree changes but one tag ("Wa"
     # tagged "," once in wsj_0037) of the sample's 94,000 words.
-    repaired = parsing.example_to_tree(source, target)
+    repaired = treebank.example_to_tree(source, target)
     if repaired != normalised:
       assert repaired == normalised.replace("(, Wa)", "(XX Wa)")
 
@@ -98,21 +99,21 @@ def test_word_slots_hold_the_words_and_read_back_as_xx_tags(ptb_trees):
   """target_tags="words": each slot but punctuation is its word; as a tree, an XX tag."""
   from t2t_lite.problems.wsj_parsing import WsjParsing
   problem = WsjParsing(target_tags="words")
-  source, target = parsing.tree_to_example(GOLD, tags="words")
+  source, target = treebank.tree_to_example(GOLD, tags="words")
   assert target == "(S (NP The dog )NP (VP barked )VP . )S"
-  assert parsing.slots_to_tags(target + " )S(NP x") == "(S (NP XX XX )NP (VP XX )VP . )S )S(NP XX"
+  assert treebank.slots_to_tags(target + " )S(NP x") == "(S (NP XX XX )NP (VP XX )VP . )S )S(NP XX"
   assert problem.example_to_tree(source, target) == (
       "(S (NP (XX The) (XX dog)) (VP (XX barked)) (. .))")
   for tree in ptb_trees:
-    source, target = parsing.tree_to_example(str(tree), tags="words")
-    punctuation = parsing.tree_to_example(str(tree), tags="punctuation")
-    assert parsing.slots_to_tags(target) == punctuation[1]
+    source, target = treebank.tree_to_example(str(tree), tags="words")
+    punctuation = treebank.tree_to_example(str(tree), tags="punctuation")
+    assert treebank.slots_to_tags(target) == punctuation[1]
     slots = [t for t in target.split() if not t.startswith(("(", ")"))]
-    assert all(slot == word or slot in parsing.EVALB_DELETE_LABELS
+    assert all(slot == word or slot in treebank.EVALB_DELETE_LABELS
                for word, slot in zip(source.split(), slots))
     assert len(slots) == len(source.split())
     rebuilt = problem.example_to_tree(source, target, repair_punctuation=False)
-    assert rebuilt == parsing.example_to_tree(*punctuation, repair_punctuation=False)
+    assert rebuilt == treebank.example_to_tree(*punctuation, repair_punctuation=False)
 
 
 @pytest.mark.parametrize("target, expected", [
@@ -139,9 +140,9 @@ def test_word_slots_hold_the_words_and_read_back_as_xx_tags(ptb_trees):
      "(S (NP (XX The) (XX dog)) (VP (XX barked)) (. .))"),
 ])
 def test_repair_gives_a_well_formed_tree_over_the_source_words(target, expected):
-  repaired = parsing.example_to_tree(SENTENCE, target)
+  repaired = treebank.example_to_tree(SENTENCE, target)
   assert repaired == expected
-  assert parsing.tree_to_example(repaired)[0] == SENTENCE
+  assert treebank.tree_to_example(repaired)[0] == SENTENCE
 
 
 def test_repair_of_random_outputs_is_well_formed_and_keeps_the_words():
@@ -152,35 +153,35 @@ def test_repair_of_random_outputs_is_well_formed_and_keeps_the_words():
   for trial in range(500):
     source = " ".join(words[:rng.randint(1, len(words))])
     target = " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
-    repaired = parsing.example_to_tree(source, target)
-    assert parsing.normalize_tree(repaired) == repaired, (source, target)
-    assert parsing.tree_to_example(repaired)[0] == source, (source, target)
-    assert parsing.example_to_tree(*parsing.tree_to_example(repaired)) == repaired
+    repaired = treebank.example_to_tree(source, target)
+    assert treebank.normalize_tree(repaired) == repaired, (source, target)
+    assert treebank.tree_to_example(repaired)[0] == source, (source, target)
+    assert treebank.example_to_tree(*treebank.tree_to_example(repaired)) == repaired
 
 
 def test_repair_keeps_punctuation_words_under_punctuation_tags():
   source = "` Ms. Haag ' s guests ' plays , he said --"
   target = "(S NN NN NN NN NN NN NN NN NN NN NN )S"  # every word tagged NN
-  assert parsing.example_to_tree(source, target) == (
+  assert treebank.example_to_tree(source, target) == (
       "(S (`` `) (NN Ms.) (NN Haag) ('' ') (NN s) (NN guests) (POS ') (NN plays) (, ,) "
       "(NN he) (NN said) (: --))")
   # And no other word under a punctuation tag; words without a slot get theirs too.
-  assert parsing.example_to_tree("a b , c", "(S , . )S") == "(S (XX a) (XX b) (, ,) (XX c))"
+  assert treebank.example_to_tree("a b , c", "(S , . )S") == "(S (XX a) (XX b) (, ,) (XX c))"
 
 
 def test_repair_normalises_labels_and_never_loses_a_word():
-  assert parsing.example_to_tree(SENTENCE, "(ROOT (S (NP-SBJ DT -NONE- )NP(VP VBD)VP . )S)") == (
+  assert treebank.example_to_tree(SENTENCE, "(ROOT (S (NP-SBJ DT -NONE- )NP(VP VBD)VP . )S)") == (
       "(S (NP (DT The) (XX dog)) (VP (VBD barked)) (. .))")
 
 
 def test_repair_rejects_a_source_it_cannot_hold():
   with pytest.raises(ValueError, match="source sentence has no words"):
-    parsing.example_to_tree("  ", "(S NN )S")
+    treebank.example_to_tree("  ", "(S NN )S")
   with pytest.raises(ValueError, match="word '\\(' holds a bracket; write '\\(' as -LRB-"):
-    parsing.example_to_tree("a ( b", "(S NN NN NN )S")
+    treebank.example_to_tree("a ( b", "(S NN NN NN )S")
 
 
-# --- EVALB scoring (t2t_lite/evalb.py), hand-worked against evalb.c's rules ---------------------
+# --- EVALB scoring (t2t_lite/parsing/evalb.py), hand-worked against evalb.c's rules ---------------------
 
 def counts(gold, predicted):
   """(matched, gold, test) brackets of one sentence, and its evalb status."""
@@ -190,7 +191,7 @@ def counts(gold, predicted):
 
 def test_gold_against_gold_scores_100(ptb_trees):
   trees = [str(tree) for tree in ptb_trees]
-  scores = parsing.bracket_f1(trees, trees)
+  scores = treebank.bracket_f1(trees, trees)
   assert (scores["precision"], scores["recall"], scores["f1"], scores["exact_match"]) == (
       100.0, 100.0, 100.0, 100.0)
   assert (scores["scored"], scores["skipped"], scores["rejected"]) == (3669, 0, 0)
@@ -211,7 +212,7 @@ def test_punctuation_is_deleted_by_each_trees_own_tags():
 
 def test_a_sentence_with_other_words_is_skipped_and_counted_while_the_rest_is_scored():
   other = GOLD.replace("dog", "cat")
-  scores = parsing.bracket_f1([GOLD, MISSING_GOLD, GOLD], [other, MISSING_PREDICTED, GOLD])
+  scores = treebank.bracket_f1([GOLD, MISSING_GOLD, GOLD], [other, MISSING_PREDICTED, GOLD])
   # Sentence 1 is rejected ("Words unmatch (dog|cat)"); sentences 2 and 3: 6 + 3 matched of
   # 7 + 3 gold and 6 + 3 test brackets.
   assert (scores["sentences"], scores["scored"], scores["skipped"], scores["rejected"]) == (
@@ -229,11 +230,11 @@ def test_unary_chains_count_as_a_multiset():
   gold = "(S (S (VP (VB Go))) (. .))"  # S[0,1] twice and VP[0,1].
   predicted = "(S (VP (VB Go)) (. .))"  # S[0,1] once and VP[0,1].
   assert counts(gold, predicted) == (2, 3, 2, 0)
-  scores = parsing.bracket_f1([gold], [predicted])
+  scores = treebank.bracket_f1([gold], [predicted])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(200 / 3)
   assert scores["f1"] == pytest.approx(80.0)
-  assert parsing.bracket_f1([predicted], [gold])["precision"] == pytest.approx(200 / 3)
+  assert treebank.bracket_f1([predicted], [gold])["precision"] == pytest.approx(200 / 3)
 
 
 MISSING_GOLD = ("(S (NP (DT The) (JJ old) (NN dog)) (VP (VBD saw) (NP (NP (DT the) (NN cat)) "
@@ -245,14 +246,14 @@ MISSING_PREDICTED = ("(S (NP (DT The) (JJ old) (NN dog)) (VP (VBD saw) (NP (DT t
 
 def test_a_missing_bracket_lowers_recall_only():
   assert counts(MISSING_GOLD, MISSING_PREDICTED) == (6, 7, 6, 0)
-  scores = parsing.bracket_f1([MISSING_GOLD], [MISSING_PREDICTED])
+  scores = treebank.bracket_f1([MISSING_GOLD], [MISSING_PREDICTED])
   assert scores["precision"] == 100.0
   assert scores["recall"] == pytest.approx(600 / 7)  # 85.714...
   assert scores["f1"] == pytest.approx(1200 / 13)  # 2PR/(P+R) = 92.307...
 
 
 def test_corpus_scores_are_micro_averaged():
-  scores = parsing.bracket_f1([MISSING_GOLD, "(S (S (VP (VB Go))) (. .))"],
+  scores = treebank.bracket_f1([MISSING_GOLD, "(S (S (VP (VB Go))) (. .))"],
                               [MISSING_PREDICTED, "(S (VP (VB Go)) (. .))"])
   # matched 6 + 2, gold 7 + 3, predicted 6 + 2 (a macro average would give recall 76.19).
   assert scores["precision"] == 100.0
@@ -264,7 +265,7 @@ def test_advp_and_prt_are_the_same_label_but_advp_bar_prt_is_a_label_of_its_own(
   gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))) (. .))"
   assert counts(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 0)
   assert counts(gold, gold.replace("(PRT", "(NP")) == (3, 4, 4, 0)
-  assert parsing.bracket_f1([gold], [gold.replace("(PRT", "(NP")])["f1"] == pytest.approx(75.0)
+  assert treebank.bracket_f1([gold], [gold.replace("(PRT", "(NP")])["f1"] == pytest.approx(75.0)
   # evalb cuts labels at '-' and '=' only: ADVP|PRT matches neither ADVP nor PRT.
   back = "(S (NP (PRP He)) (VP (VBD came) (ADVP (RB back))) (. .))"
   assert counts(back, back.replace("(ADVP", "(ADVP|PRT")) == (3, 4, 4, 0)
@@ -297,13 +298,13 @@ def test_evalb_report_has_evalbs_layout():
 
 
 def test_malformed_or_missing_trees_are_one_line_errors():
-  with pytest.raises(parsing.TreeError, match="^pred.txt:2: unbalanced tree: 1 bracket"):
-    parsing.bracket_f1([GOLD, GOLD], [GOLD, GOLD[:-1]], "gold.txt", "pred.txt")
-  with pytest.raises(parsing.TreeError, match="^pred.txt:1: unbalanced tree: '\\)'"):
-    parsing.bracket_f1([GOLD], [GOLD + ")"], "gold.txt", "pred.txt")
-  with pytest.raises(parsing.TreeError,
+  with pytest.raises(treebank.TreeError, match="^pred.txt:2: unbalanced tree: 1 bracket"):
+    treebank.bracket_f1([GOLD, GOLD], [GOLD, GOLD[:-1]], "gold.txt", "pred.txt")
+  with pytest.raises(treebank.TreeError, match="^pred.txt:1: unbalanced tree: '\\)'"):
+    treebank.bracket_f1([GOLD], [GOLD + ")"], "gold.txt", "pred.txt")
+  with pytest.raises(treebank.TreeError,
                      match="pred.txt has 1 trees but gold.txt has 2: tree 2 of gold.txt"):
-    parsing.bracket_f1([GOLD, GOLD], [GOLD], "gold.txt", "pred.txt")
+    treebank.bracket_f1([GOLD, GOLD], [GOLD], "gold.txt", "pred.txt")
 
 
 # --- The wsj_parsing problem ----------------------------------------------------------------------
@@ -313,7 +314,7 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   problem = t2t_lite.get_problem("wsj_parsing")
   assert (problem.metric, problem.vocab_type, problem.target_tags) == (
       "bracket_f1", "words", "words")
-  from t2t_lite.decoding import DecodeSettings
+  from t2t_lite.decode.translation import DecodeSettings
   assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3,
                                                            extra_length=300)
   assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
@@ -348,7 +349,7 @@ def test_fallback_split_is_80_10_10_by_file(ptb_dir):
 
 def test_missing_or_malformed_raw_data_is_reported(tmp_path):
   from t2t_lite.problems.wsj_parsing import WsjParsing
-  from t2t_lite.problem import ProblemError
+  from t2t_lite.data.problem_base import ProblemError
   problem = WsjParsing(vocab_size=300)
   with pytest.raises(ProblemError, match=r"raw_dir .*nowhere does not exist; the WSJ Penn Tree"):
     list(problem.raw_pairs("train", str(tmp_path / "nowhere")))
@@ -372,7 +373,7 @@ def test_evalb_command_line_errors_name_the_file_and_line(tmp_path):
   test.write_text(f"( {GOLD} )\n")
 
   def run(*args):
-    return subprocess.run([sys.executable, "-m", "t2t_lite.evalb", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "t2t_lite.parsing.evalb", *map(str, args)],
                           capture_output=True, text=True)
 
   result = run(gold, test)  # fewer predictions than gold trees
@@ -475,7 +476,7 @@ def test_with_word_slots_the_constraint_allows_every_gold_target_and_only_its_wo
   tok = problem.tokenizer(data_dir)
   vocab = problem.read_vocab(data_dir)
   assert vocab["target_tags"] == "words"
-  assert set(vocab["tag"]) <= parsing.EVALB_DELETE_LABELS  # no POS tag but punctuation's
+  assert set(vocab["tag"]) <= treebank.EVALB_DELETE_LABELS  # no POS tag but punctuation's
   assert vocab["punctuation_words"]["'"] == ["'", "''"]  # POS is the word itself
   constraint = problem.decode_constraint(data_dir)
   pairs = [pair for pair in problem.text_pairs("dev", data_dir)[:150]
@@ -496,20 +497,20 @@ def test_with_word_slots_the_constraint_allows_every_gold_target_and_only_its_wo
 def test_the_constraint_allows_at_most_six_opening_brackets_in_a_row(wsj_data):
   import numpy as np
   import tensorflow as tf
-  from t2t_lite.problems import wsj_constraint
+  from t2t_lite.parsing import tree_constraint
   problem, data_dir, _ = wsj_data
   tok = problem.tokenizer(data_dir)
   constraint = problem.decode_constraint(data_dir)
   inputs = np.array([tok.encode(SENTENCE, add_eos=True)], np.int32)
   state = constraint.initial_state(inputs, [100])
   opening = [i for i, w in enumerate(tok.vocabulary) if w.startswith("(")]
-  tokens = ["", "(S"] + ["(NP"] * (wsj_constraint.MAX_OPENS_IN_ROW - 1) + ["DT", "(NP"]
+  tokens = ["", "(S"] + ["(NP"] * (tree_constraint.MAX_OPENS_IN_ROW - 1) + ["DT", "(NP"]
   may_open = []
   for index, token in enumerate(tokens):
     bias, state = constraint.step(tf.constant([tok.encode(token)[0] if token else 0]),
                                   tf.constant(index), state)
     may_open.append(bool((bias.numpy()[0][opening] == 0).any()))
-  assert wsj_constraint.MAX_OPENS_IN_ROW == 6
+  assert tree_constraint.MAX_OPENS_IN_ROW == 6
   # Allowed up to six in a row, not a seventh; a word starts a new row.
   assert may_open == [True] * 6 + [False, True, True]
 
@@ -518,12 +519,13 @@ def test_the_constraint_allows_at_most_six_opening_brackets_in_a_row(wsj_data):
 def test_constrained_decoding_gives_trees_over_exactly_the_source_words(data, request):
   """Even an untrained model's outputs are trees over the source words that evalb scores."""
   import t2t_lite
-  from t2t_lite import decoding, evalb
+  from t2t_lite.decode import translation
+  from t2t_lite.parsing import evalb
   problem, data_dir = request.getfixturevalue(data)[:2]
   tok = problem.tokenizer(data_dir)
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
   model = t2t_lite.build_model(hparams, tok.vocab_size)
-  translator = decoding.Translator(model, tok, beam_size=2, alpha=0.3, extra_length=300,
+  translator = translation.Translator(model, tok, beam_size=2, alpha=0.3, extra_length=300,
                                    constraint=problem.decode_constraint(data_dir))
   pairs = problem.text_pairs("test", data_dir)[:24]
   outputs, _ = translator.translate([s for s, _ in pairs], batch_size=12)
@@ -542,14 +544,14 @@ def test_constrained_decoding_gives_trees_over_exactly_the_source_words(data, re
     # The constraint allows a word only the tags it had in train; where that is two
     # punctuation tags (' as POS or ''), the repair picks by context, as for every output.
     tree = problem.example_to_tree(source, output)
-    assert parsing.parse_tree(tree).words() == source.split()
+    assert treebank.parse_tree(tree).words() == source.split()
     if problem.target_tags == "words":  # each slot is its word, or a punctuation tag
       slots = [t for t in tokens if not t.startswith(("(", ")"))]
-      assert all(slot in parsing.EVALB_DELETE_LABELS or slot == tok.decode(tok.encode(word))
+      assert all(slot in treebank.EVALB_DELETE_LABELS or slot == tok.decode(tok.encode(word))
                  for slot, word in zip(slots, source.split())), output
     gold.append(problem.example_to_tree(source, target, repair_punctuation=False))
     predicted.append(tree)
-  scores = parsing.bracket_f1(gold, predicted)
+  scores = treebank.bracket_f1(gold, predicted)
   assert (scores["scored"], scores["rejected"], scores["skipped"]) == (24, 0, 0)
   assert all(s.status == evalb.OK for s in evalb.evaluate(gold, predicted))
 
@@ -560,7 +562,7 @@ def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_p
   import sys
   import tensorflow as tf
   import t2t_lite
-  from t2t_lite.model_dir import write_run_files
+  from t2t_lite.rundir.run_files import write_run_files
   problem, data_dir, _ = wsj_data
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(
       max_length=256, beam_size=2, extra_length=60)
@@ -571,7 +573,7 @@ def test_decode_cli_prints_evalb_scores_and_writes_evalbs_report(wsj_data, tmp_p
   pairs = problem.text_pairs("test", data_dir)[:6]
   (tmp_path / "in.txt").write_text("".join(s + "\n" for s, _ in pairs))
   (tmp_path / "gold.txt").write_text("".join(
-      parsing.example_to_tree(s, t, repair_punctuation=False) + "\n" for s, t in pairs))
+      treebank.example_to_tree(s, t, repair_punctuation=False) + "\n" for s, t in pairs))
   command = [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
              "--input_file", str(tmp_path / "in.txt"), "--output_file", str(tmp_path / "out.txt"),
              "--no_progress"]
@@ -597,14 +599,15 @@ def test_a_run_decodes_with_the_problem_settings_its_data_was_prepared_with(wsj_
                                                                             tmp_path):
   import tensorflow as tf
   import t2t_lite
-  from t2t_lite import model_dir as model_dir_lib
+  from t2t_lite.decode import loading
+  from t2t_lite.rundir import run_files
   problem, data_dir = wsj_words_data
   hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
   model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
   model_dir = str(tmp_path / "model")
-  model_dir_lib.write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
+  run_files.write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
   tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
-  loaded = model_dir_lib.load(model_dir)
+  loaded = loading.load(model_dir)
   assert loaded.problem.target_tags == "words"
   assert loaded.problem.example_to_tree("a b", "(S (NP a b )NP )S") == "(S (NP (XX a) (XX b)))"
 

@@ -13,11 +13,10 @@ import pytest
 import t2t_lite
 from t2t_lite.problems import multi30k
 from t2t_lite.bin import datagen
-from t2t_lite.decoding import DecodeSettings
-from t2t_lite import prepare_workers
-from t2t_lite import problem as problem_module
-from t2t_lite.problem import ProblemError
-from t2t_lite.tokenizer import normalize
+from t2t_lite.decode.translation import DecodeSettings
+from t2t_lite.data import preparation
+from t2t_lite.data.problem_base import ProblemError
+from t2t_lite.data.tokenizers import normalize
 
 EOS = 1
 _FILES = ("train", "val", "test_2016_flickr")
@@ -216,8 +215,8 @@ def test_datagen_cli(tmp_path, capsys):
 def test_prepare_in_worker_processes_writes_the_same_data(name, tmp_path, monkeypatch):
   # Small chunks, so that the workers encode most of the fake corpora; spying on the pool
   # proves that they ran.
-  monkeypatch.setattr(problem_module, "_CHUNK", 3)
-  monkeypatch.setattr(prepare_workers, "INLINE_CHUNKS", 2)
+  monkeypatch.setattr(preparation, "_CHUNK", 3)
+  monkeypatch.setattr(preparation, "INLINE_CHUNKS", 2)
   pools = []
 
   class SpiedPool(concurrent.futures.ProcessPoolExecutor):

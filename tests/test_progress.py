@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-from t2t_lite.progress import Progress
+from t2t_lite.data.progress import Progress
 
 
 class FakeClock:

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from conftest import file_hashes
 
 import t2t_lite
 
@@ -245,28 +246,6 @@ def test_model_dir_that_is_a_file_is_one_line(reverse_dir, tmp_path):
   assert path.read_text() == "not a directory"
 
 
-def _mounted_tmpfs(path, options):
-  """Mounts a tmpfs at path (needs root and mount; skips the test where that is refused)."""
-  path.mkdir()
-  if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-                    capture_output=True).returncode:
-    pytest.skip("cannot mount a tmpfs here")
-  return path
-
-
-@pytest.fixture()
-def small_disk(tmp_path):
-  """A 64 MB file system."""
-  yield _mounted_tmpfs(tmp_path / "disk", "size=64m")
-  subprocess.run(["umount", str(tmp_path / "disk")], check=True)
-
-
-@pytest.fixture()
-def read_only_disk(tmp_path):
-  yield _mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
-  subprocess.run(["umount", str(tmp_path / "ro")], check=True)
-
-
 def test_model_dir_on_a_read_only_file_system_is_one_line(reverse_dir, read_only_disk):
   code, out, err = train(read_only_disk / "model", reverse_dir, 1)
   assert code == 2
@@ -309,3 +288,75 @@ def test_a_run_started_with_the_in_memory_training_cache_resumes_with_it(reverse
   code, out, err = train(model_dir, reverse_dir, 3)
   assert code == 0, err
   assert f"restored {model_dir}/ckpt-2 (step 2)" in out and sorted(losses(out)) == [3]
+
+
+def test_every_refused_resume_leaves_every_byte_of_the_run_as_it_was(reverse_dir, tmp_path):
+  """Through the library's train entry (what t2t-lite-train calls), in this process."""
+  from t2t_lite.errors import T2TLiteError
+  from t2t_lite.train import trainer
+  data_dir = _multi30k_data(tmp_path / "a", "a man rides horse the dog runs".split())
+  other_vocabulary = _multi30k_data(tmp_path / "b", "ein mann reitet pferd der hund".split())
+  other_settings = tmp_path / "c"
+  t2t_lite.get_problem("multi30k_ende", vocab_size=300).prepare(str(other_settings),
+                                                                str(tmp_path / "a" / "raw"))
+  model_dir = tmp_path / "model"
+
+  def run(problem="multi30k_ende", hparams=TINY, data=data_dir, **config):
+    problem = t2t_lite.get_problem(problem) if isinstance(problem, str) else problem
+    hparams = t2t_lite.get_hparams("transformer_tiny", hparams) if isinstance(
+        hparams, str) else hparams
+    config = dict(dict(model_dir=str(model_dir), train_steps=2, eval_steps=0, xla=False, seed=5,
+                       eval_decode_examples=0), **config)
+    return trainer.train(problem, hparams, str(data), trainer.TrainConfig(**config),
+                         log=lambda line: None)
+
+  assert run(train_steps=1)["step"] == 1
+  before = file_hashes(model_dir)
+  refused = {
+      "hparams set": (dict(hparams=t2t_lite.get_hparams("transformer_base", TINY)),
+                      f"{model_dir} was trained with "),
+      "overrides": (dict(hparams=TINY + ",d_ff=96"), f"{model_dir} was trained with d_ff=64"),
+      "seed": (dict(seed=6), f"{model_dir} was trained with seed=5, not 6"),
+      "accumulation": (dict(grad_accum_steps=2), "trained with grad_accum_steps=1, not 2"),
+      "packing": (dict(pack=True), f"{model_dir} was trained without --pack"),
+      "precision": (dict(mixed_precision="bf16"), "mixed_precision='none', not 'bf16'"),
+      "problem": (dict(problem="algorithmic_reverse", data=reverse_dir),
+                  "trained on problem 'multi30k_ende', not 'algorithmic_reverse'"),
+      "problem settings": (dict(problem=t2t_lite.get_problem("multi30k_ende", vocab_size=300),
+                                data=other_settings),
+                           "trained on multi30k_ende data prepared with {'vocab_type'"),
+      "vocabulary": (dict(data=other_vocabulary),
+                     f"the vocabulary of {other_vocabulary} differs from the one"),
+  }
+  for name, (changes, message) in refused.items():
+    with pytest.raises(T2TLiteError) as error:
+      run(**changes)
+    assert message in str(error.value), name
+    assert file_hashes(model_dir) == before, name
+  assert run()["step"] == 2  # and the run itself resumes
+
+
+def test_a_run_dir_written_by_version_0_1_decodes_and_resumes(tmp_path):
+  """tests/data/run_dir_v0.1.tar.xz is the model_dir that t2t-lite 0.1 (main at 6f4d273, before
+  the run directory had a package of its own) wrote with:
+    t2t-lite-train --problem=algorithmic_reverse --problem_settings=train_size=32,eval_size=8,\
+max_input_length=6 --hparams=transformer_tiny --hparams_overrides=num_layers=1,d_model=16,\
+d_ff=32,num_heads=2,batch_size=32,max_length=8 --train_steps=2 --eval_steps=0 --noxla \
+--log_every=1 --seed=5 --eval_decode_examples=0"""
+  import tarfile
+  with tarfile.open(pathlib.Path(__file__).parent / "data" / "run_dir_v0.1.tar.xz") as archive:
+    archive.extractall(tmp_path, filter="data")
+  model_dir, data_dir = tmp_path / "model", tmp_path / "data"
+  texts, scores = t2t_lite.translate(str(model_dir), ["3 9 4", "1 2"])
+  assert len(texts) == 2 and all(isinstance(text, str) for text in texts)
+  run = subprocess.run([
+      sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
+      "--problem_settings=train_size=32,eval_size=8,max_input_length=6",
+      "--hparams=transformer_tiny", "--hparams_overrides=num_layers=1,d_model=16,d_ff=32,"
+      "num_heads=2,batch_size=32,max_length=8", f"--data_dir={data_dir}",
+      f"--model_dir={model_dir}", "--train_steps=3", "--eval_steps=0", "--noxla",
+      "--log_every=1", "--seed=5", "--eval_decode_examples=0"], env=ENV, capture_output=True,
+      text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  assert f"restored {model_dir}/ckpt-2 (step 2)" in run.stdout
+  assert sorted(losses(run.stdout)) == [3] and (model_dir / "ckpt-3.index").exists()

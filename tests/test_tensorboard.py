@@ -15,7 +15,7 @@ from tensorboard import context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
 
 import t2t_lite
-from t2t_lite import decoding, trainer
+from t2t_lite.train import trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
 TRAIN_TAGS = {"loss", "learning_rate", "tokens_per_second", "gradient_norm"}
@@ -31,10 +31,8 @@ def model_dir(tmp_path_factory):
   problem.prepare(data_dir)
   hparams = t2t_lite.get_hparams("transformer_tiny", TINY)
   config = trainer.TrainConfig(model_dir=model_dir, train_steps=4, eval_every=2, eval_steps=1,
-                               log_every=2, xla=False, seed=3)
-  trainer.train(problem, hparams, data_dir, config, problem.tokenizer(data_dir).vocab_size,
-                {"problem": problem.name}, log=lambda line: None,
-                metric_fn=decoding.problem_metric_fn(problem, data_dir, hparams, 4))
+                               eval_decode_examples=4, log_every=2, xla=False, seed=3)
+  trainer.train(problem, hparams, data_dir, config, log=lambda line: None)
   return model_dir
 
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import tokenizer
-from t2t_lite.tokenizer import EOS_ID, PAD_ID, UNK_ID
+from t2t_lite.data import tokenizers
+from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
 
 
 def _val_lines(multi30k_dir, lang):
@@ -20,9 +20,9 @@ def _tokenizer(multi30k_data, name):
 
 
 def test_normalize_is_nfkc_and_space_collapsing():
-  assert tokenizer.normalize("  Un  homme\u00a0à  vélo ") == "Un homme à vélo"
-  assert tokenizer.normalize("ﬁne ½") == "fine 1⁄2"
-  assert tokenizer.normalize("") == ""
+  assert tokenizers.normalize("  Un  homme\u00a0à  vélo ") == "Un homme à vélo"
+  assert tokenizers.normalize("ﬁne ½") == "fine 1⁄2"
+  assert tokenizers.normalize("") == ""
 
 
 @pytest.mark.parametrize("name,lang", [
@@ -35,9 +35,9 @@ def test_every_multi30k_val_sentence_round_trips(multi30k_dir, multi30k_data, na
   for line in lines:
     ids = tok.encode(line)
     assert UNK_ID not in ids and PAD_ID not in ids and EOS_ID not in ids
-    assert tok.decode(ids) == tokenizer.normalize(line)
+    assert tok.decode(ids) == tokenizers.normalize(line)
   if lang == "fr":  # The French val set has leading and doubled spaces: normalised away.
-    assert sum(line != tokenizer.normalize(line) for line in lines) > 0
+    assert sum(line != tokenizers.normalize(line) for line in lines) > 0
 
 
 def test_text_never_seen_in_training_round_trips_through_bytes(multi30k_data):
@@ -63,7 +63,7 @@ def test_in_graph_detokenize_matches_python(multi30k_dir, multi30k_data):
   ids = tok.tokenize(tf.constant(lines), add_eos=True).to_tensor()  # [B, T], 0-padded.
   graph_text = [t.decode("utf-8") for t in tok.detokenize(ids).numpy()]
   assert graph_text == [tok.decode(row) for row in ids.numpy()]
-  assert graph_text == [tokenizer.normalize(line) for line in lines]
+  assert graph_text == [tokenizers.normalize(line) for line in lines]
   # Arbitrary model outputs (byte pieces, invalid UTF-8 sequences, PAD, EOS) too.
   random_ids = np.random.default_rng(0).integers(0, tok.vocab_size, size=(300, 12))
   graph_text = [t.decode("utf-8") for t in tok.detokenize(tf.constant(random_ids)).numpy()]
@@ -89,17 +89,17 @@ def test_reserved_ids_and_vocabulary_size(multi30k_data):
 def test_sentencepiece_model_goes_through_gfile(tmp_path):
   path = "ram://t2t_lite_test/vocab.model"
   texts = ["a cat sat on the mat", "der Hund lief", "le chat est noir"] * 20
-  tok = tokenizer.train_sentencepiece(texts, path, vocab_size=8000, model_type="unigram")
+  tok = tokenizers.train_sentencepiece(texts, path, vocab_size=8000, model_type="unigram")
   assert tok.vocab_size < 8000  # A soft limit: a tiny corpus gets a smaller vocabulary.
-  reloaded = tokenizer.SentencePieceTokenizer.load(path)
+  reloaded = tokenizers.SentencePieceTokenizer.load(path)
   assert reloaded.encode("the cat") == tok.encode("the cat")
   assert reloaded.decode(tok.encode("le chien")) == "le chien"
   with pytest.raises(ValueError, match="model_type"):
-    tokenizer.train_sentencepiece(texts, str(tmp_path / "v.model"), 100, model_type="word")
+    tokenizers.train_sentencepiece(texts, str(tmp_path / "v.model"), 100, model_type="word")
 
 
 def test_word_tokenizer_exact_ids():
-  tok = tokenizer.WordTokenizer([str(i) for i in range(10)])
+  tok = tokenizers.WordTokenizer([str(i) for i in range(10)])
   assert tok.vocab_size == 13
   assert tok.encode("3 9 4") == [6, 12, 7]
   assert tok.encode("3 x", add_eos=True) == [6, UNK_ID, EOS_ID]
@@ -113,7 +113,7 @@ def test_word_tokenizer_exact_ids():
 def test_tokenizers_work_inside_a_saved_model(multi30k_data, tmp_path):
   module = tf.Module()
   module.sp = _tokenizer(multi30k_data, "multi30k_ende")
-  module.words = tokenizer.WordTokenizer(["a", "b"])
+  module.words = tokenizers.WordTokenizer(["a", "b"])
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
   def round_trip(text):

@@ -19,9 +19,11 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
-from t2t_lite import export, optimization, trainer, training_log
 from t2t_lite.bin import train as train_cli
-from t2t_lite.problem import Problem
+from t2t_lite.data import tokenizers
+from t2t_lite.data.problem_base import Problem
+from t2t_lite.decode import export
+from t2t_lite.train import optimization, run_schedule, trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
 TINY_DROPOUT = TINY + ",dropout=0.2"  # dropout masks must follow the same schedule too
@@ -51,7 +53,7 @@ class FixedLengthProblem(Problem):
   length = 12
 
   def tokenizer(self, data_dir=None):
-    return t2t_lite.tokenizer.WordTokenizer([str(i) for i in range(20)])
+    return tokenizers.WordTokenizer([str(i) for i in range(20)])
 
   def dataset(self, split, data_dir, hparams, training, *, batch_tokens=None, seed=None,
               input_context=None, static_shapes=False, **unused):
@@ -171,7 +173,7 @@ class _Clock:
 
 def test_cooldown_brings_the_learning_rate_to_zero_by_the_end_of_the_budget(
     reverse_dir, tmp_path, monkeypatch):
-  monkeypatch.setattr(training_log, "time", _Clock())  # The budget's and the cooldown's clock.
+  monkeypatch.setattr(run_schedule, "time", _Clock())  # The budget's and the cooldown's clock.
   problem = t2t_lite.get_problem("algorithmic_reverse")
   config = _config(str(tmp_path / "cooldown"), 100_000, train_minutes=0.5, cooldown_minutes=0.25)
   t, result, lines = _train(problem, reverse_dir, config)
@@ -216,7 +218,8 @@ import json, sys, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import t2t_lite
-from t2t_lite import export, trainer
+from t2t_lite.decode import export
+from t2t_lite.train import distribute, trainer
 data_dir, out_dir, overrides = sys.argv[1:]
 problem = t2t_lite.get_problem("algorithmic_reverse")
 hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
@@ -226,8 +229,8 @@ for name, strategy, accum in [
     ("one", tf.distribute.get_strategy(), 2)]:
   config = trainer.TrainConfig(model_dir=f"{out_dir}/{name}", train_steps=4, eval_steps=0,
                                xla=False, log_every=1, grad_accum_steps=accum, seed=3)
-  t = trainer.Trainer(problem, hparams, data_dir, config, 13, strategy=strategy,
-                      log=lambda line: None)
+  t = trainer.Trainer(problem, hparams, data_dir, config, 13,
+                      platform=distribute.Platform.make(strategy=strategy), log=lambda line: None)
   result = t.train()
   out[name] = dict(losses=[l for _, l in result["losses"]], replicas=t.num_replicas,
                    micro=t.micro_batch_tokens)
@@ -277,12 +280,12 @@ def _free_ports(count):
 
 def test_multi_worker_two_processes_end_with_identical_weights(reverse_dir, tmp_path):
   # With dropout: keras' own stateless dropout failed here under TF 2.21 ("counter must be a
-  # vector with length at least 2"); t2t_lite.dropout must not.
+  # vector with length at least 2"); t2t_lite.modeling.dropout must not.
   workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
   model_dir = tmp_path / "multi_worker"
   code = f"""
   import json, numpy as np, t2t_lite
-  from t2t_lite import trainer
+  from t2t_lite.train import trainer
   problem = t2t_lite.get_problem("algorithmic_reverse")
   hparams = t2t_lite.get_hparams("transformer_tiny", "{TINY_DROPOUT}")
   config = trainer.TrainConfig(model_dir="{model_dir}", train_steps=3, eval_steps=0, xla=False,
@@ -384,6 +387,18 @@ def test_cli_lists_problems_and_hparams(capsys):
      "bad value for hparam 'num_layers': 'two' is not a int"),
     (["--problem=algorithmic_reverse", "--grad_accum_steps=0"],
      "grad_accum_steps must be positive, got 0"),
+    (["--problem=algorithmic_reverse", "--train_minutes=nan"],
+     "train_minutes must be positive, got nan"),
+    (["--problem=algorithmic_reverse", "--checkpoint_every_minutes=0"],
+     "checkpoint_every_minutes must be positive, got 0.0"),
+    (["--problem=algorithmic_reverse", "--eval_decode_examples=-1"],
+     "eval_decode_examples must be >= 0, got -1"),
+    (["--problem=algorithmic_reverse", "--problem_settings=eval_size=-1"],
+     "algorithmic_reverse: eval_size must be >= 0, got -1"),
+    (["--problem=wsj_parsing", "--problem_settings=min_word_count=0"],
+     "wsj_parsing: min_word_count must be >= 1, got 0"),
+    (["--problem=multi30k_ende", "--problem_settings=vocab_type=words"],
+     "multi30k_ende: vocab_type must be one of ('bpe', 'unigram'), not 'words'"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(flags, message, tmp_path, capsys):
   code, _, err = _main(flags + [f"--data_dir={tmp_path}/d", f"--model_dir={tmp_path}/m"], capsys)

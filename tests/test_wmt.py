@@ -20,7 +20,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 import t2t_lite
-from t2t_lite.tokenizer import EOS_ID
+from t2t_lite.data.tokenizers import EOS_ID
 
 # English, German, French; quotes, apostrophes, "&", hyphenated compounds, numbers.
 SENTENCES = [
@@ -179,7 +179,7 @@ def _missing_module():
      "wmt14_translate/fr-en in /x: RuntimeError: bad"),
 ])
 def test_preparation_errors_are_reported_as_what_they_are(monkeypatch, error, message):
-  from t2t_lite.problem import ProblemError
+  from t2t_lite.data.problem_base import ProblemError
   monkeypatch.setattr(tfds, "builder", lambda name, data_dir: _FailingBuilder(error))
   monkeypatch.setattr(_wmt_module(), "_download_hosts", lambda builder: ["www.statmt.org"])
   monkeypatch.setattr(_wmt_module(), "_unreachable", lambda hosts: None)

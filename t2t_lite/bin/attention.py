@@ -23,10 +23,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from t2t_lite import decoding  # noqa: E402
+from t2t_lite.decode import translation  # noqa: E402
 from t2t_lite.bin import cli, flags  # noqa: E402
 from t2t_lite.errors import T2TLiteError  # noqa: E402
-from t2t_lite.tokenizer import EOS_ID  # noqa: E402
+from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
 
@@ -104,7 +104,7 @@ def main(argv=None):
   if not args.text.strip():
     return cli.fail("t2t-lite-attention", "--text is empty")
   try:
-    translator = decoding.Translator.from_model_dir(
+    translator = translation.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
         extra_length=args.extra_length, precision=args.precision)
   except T2TLiteError as e:

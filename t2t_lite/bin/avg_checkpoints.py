@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 
-from t2t_lite import checkpoints
+from t2t_lite.train import averaging
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -34,7 +34,7 @@ def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
   try:
-    prefix = checkpoints.average_last(args.model_dir, args.num_last, args.output_dir)
+    prefix = averaging.average_last(args.model_dir, args.num_last, args.output_dir)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-avg-checkpoints", e, e.exit_status)
   print(json.dumps({"output": prefix, "num_last": args.num_last, "model_dir": args.model_dir}))

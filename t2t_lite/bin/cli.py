@@ -11,14 +11,6 @@ def fail(prog, message, exit_status=2):
   return exit_status
 
 
-def run(prog, body):
-  """Runs body(); a T2TLiteError becomes one line on stderr and its exit status."""
-  try:
-    return body()
-  except T2TLiteError as e:
-    return fail(prog, e, e.exit_status)
-
-
 def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)s"):
   """The tool's own log at `level` on stderr; TensorFlow's Python loggers (absl, tensorflow)
   only from ERROR on unless --verbose: they log every checkpoint write at INFO and warn about

@@ -13,7 +13,7 @@ import logging
 import sys
 
 import t2t_lite
-from t2t_lite import prepare_workers
+from t2t_lite.data import preparation
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -52,7 +52,7 @@ def main(argv=None):
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
     stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds,
-                            args.workers or prepare_workers.default_workers())
+                            args.workers or preparation.default_workers())
   except T2TLiteError as e:
     return cli.fail("t2t-lite-datagen", e, e.exit_status)
   summary = {split: {k: s[k] for k in ("pairs", "examples", "empty")} for split, s in stats.items()}

@@ -11,8 +11,8 @@ the extra output length default to hparams.json's, else the problem's (the paper
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
-(see t2t_lite/metrics.py); for parsing, EVALB's (COLLINS.prm) bracket precision, recall, F1,
-exact match and the sentences scored, skipped and rejected (t2t_lite/evalb.py), and with
+(see t2t_lite/data/scoring.py); for parsing, EVALB's (COLLINS.prm) bracket precision, recall, F1,
+exact match and the sentences scored, skipped and rejected (t2t_lite/parsing/evalb.py), and with
 --evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
 """
 import argparse
@@ -24,12 +24,14 @@ import sys
 import tensorflow as tf
 import tqdm
 
-from t2t_lite import decoding, metrics
+from t2t_lite.decode import translation
+from t2t_lite.data import scoring
 from t2t_lite.bin import cli, flags
-from t2t_lite.decoding import DecodingError
+from t2t_lite.decode.translation import DecodingError
 from t2t_lite.errors import T2TLiteError
 
-logger = logging.getLogger("t2t-lite-decode")
+PROG = "t2t-lite-decode"
+logger = logging.getLogger(PROG)
 
 
 def read_lines(path):
@@ -118,32 +120,27 @@ def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
   if args.batch_size < 1:
-    print(f"t2t-lite-decode: error: --batch_size must be >= 1, got {args.batch_size}",
-          file=sys.stderr)
-    return 2
+    return cli.fail(PROG, f"--batch_size must be >= 1, got {args.batch_size}")
   if args.evalb_report and not args.reference_file:
-    print("t2t-lite-decode: error: --evalb_report needs --reference_file", file=sys.stderr)
-    return 2
+    return cli.fail(PROG, "--evalb_report needs --reference_file")
   try:
     check_output_file(args.output_file)
     lines = read_lines(args.input_file)
     references = read_lines(args.reference_file) if args.reference_file else None
     if references is not None and len(references) != len(lines):
-      raise metrics.MetricError(f"{args.reference_file} has {len(references)} lines but "
+      raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
                                 f"{args.input_file} has {len(lines)}")
-    translator = decoding.Translator.from_model_dir(
+    translator = translation.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
         extra_length=args.extra_length, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision)
   except T2TLiteError as e:
-    return cli.fail("t2t-lite-decode", e, e.exit_status)
+    return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
-    return cli.fail("t2t-lite-decode", e)
+    return cli.fail(PROG, e)
   loaded = translator.loaded
-  if args.evalb_report and loaded.problem.metric != "bracket_f1":
-    print(f"t2t-lite-decode: error: --evalb_report is for parsing problems, not "
-          f"{loaded.problem.name}", file=sys.stderr)
-    return 2
+  if args.evalb_report and not hasattr(loaded.problem, "evalb_report"):
+    return cli.fail(PROG, f"--evalb_report is for parsing problems, not {loaded.problem.name}")
   logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
               len(lines), loaded.checkpoint, translator.settings.beam_size,
               translator.settings.alpha, translator.settings.extra_length)
@@ -160,7 +157,7 @@ def main(argv=None):
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:
       write_lines(args.evalb_report,
-                  [metrics.evalb_report(loaded.problem, lines, texts, references).rstrip("\n")])
+                  [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
   return 0
 
 

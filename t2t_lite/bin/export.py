@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from t2t_lite import export
+from t2t_lite.decode import export
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 

@@ -1,6 +1,6 @@
 """Flags shared by the tools: --verbose (all), --problem_settings (train, datagen), and those of
 the tools that load a trained model_dir (decode, export, attention)."""
-from t2t_lite.precision import PRECISIONS
+from t2t_lite.modeling.mixed_precision import PRECISIONS
 
 
 def add_model_flags(parser):

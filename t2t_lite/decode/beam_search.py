@@ -1,0 +1,257 @@
+"""Beam search (section 6.1): batched, incremental, XLA-compilable; greedy is beam size 1.
+
+A pure function in the style of flax's examples/wmt `decode.py`: the caller supplies
+`symbols_to_logits_fn(ids, index, cache) -> (logits, cache)` and an initial cache; the search
+keeps everything in fixed-size tensors and a `tf.while_loop`, so it compiles with
+`tf.function(jit_compile=True)` and runs on TPU.
+
+Shapes: B sentences, K beam size, L the longest output (max_decode_length), V vocabulary.
+
+The search keeps, per sentence, K live hypotheses (no EOS yet) and the K best finished ones.
+At each step the 2K best expansions are taken, so that hypotheses ending in EOS never leave
+fewer than K live ones to extend. As in fairseq, an expansion ending in EOS is finished only if
+it ranks among the first K; with beam 1 alpha is ignored (set to 0), so beam 1 is exactly greedy
+decoding, as tensor2tensor's beam size 1 (with alpha > 0 a beam of 1 could otherwise continue
+past an EOS whenever the length penalty lets a longer output win).
+Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT), where
+|Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
+or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
+
+The cache follows its hypotheses: by default every changed leaf is gathered by parent beam after
+each step (flax, tensor2tensor); with reorder_cache=False nothing is copied and the step function
+reads a hypothesis' earlier slots through `rows` instead. search.py uses the first for the
+Transformer's growing caches (no XLA) and the second for its static buffers (XLA), where
+copying whole buffers at every step would cost more than the rest of a step.
+"""
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+NEG_INF = -1.0e7  # Finite "log 0": -inf would turn into NaN in 0 * -inf or -inf - -inf.
+
+
+def length_penalty(length, alpha):
+  """GNMT length penalty ((5 + |Y|) / 6)^alpha (Wu et al. 2016)."""
+  return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+class BeamState(NamedTuple):
+  """The loop state. Sequences hold a leading 0 (the decoder's start token) at position 0."""
+  index: tf.Tensor  # int32 scalar: the position being predicted.
+  live_seqs: tf.Tensor  # int32 [B, K, L + 1]
+  live_logprobs: tf.Tensor  # float32 [B, K], log P of each live prefix.
+  finished_seqs: tf.Tensor  # int32 [B, K, L + 1]
+  finished_scores: tf.Tensor  # float32 [B, K], length-penalised; <= NEG_INF / 2 = empty slot.
+  done: tf.Tensor  # bool [B]: nothing left to find for this sentence.
+  cache: Any  # nested structure, every leaf [B * K, ...]
+  rows: tf.Tensor  # int32 [B * K, L]: the cache row holding each hypothesis' slot t.
+  mask_state: Any  # the logits mask's state (nested, every leaf [B * K, ...]), or ().
+
+
+def tile_beams(x, beam_size):
+  """[B, ...] -> [B * K, ...], each sentence's row repeated K times (adjacent)."""
+  return tf.repeat(x, beam_size, axis=0)
+
+
+def _gather_beams(x, indices):
+  """x [B, K_old, ...], indices int [B, K_new] -> [B, K_new, ...]."""
+  return tf.gather(x, indices, batch_dims=1)
+
+
+def _gather_flat(x, indices, beam_size):
+  """x [B * K, ...], indices [B, K] beam ids -> [B * K, ...] reordered within each sentence."""
+  batch = tf.shape(indices)[0]
+  flat = indices + tf.range(batch)[:, None] * beam_size  # [B, K]
+  return tf.ensure_shape(tf.gather(x, tf.reshape(flat, [-1])), x.shape)
+
+
+def top_k(x, k, chunk=128):
+  """tf.math.top_k(x, k) of x float32 [B, N], exactly (values, indices and the order of ties),
+  reading most of x only once.
+
+  TensorFlow's TopK costs several times a pass over x (a vocabulary times the beam, at every
+  step). Here: the maximum of each chunk of x, the k best chunks (every one of the k best
+  elements is in one of them: a chunk ranked before an element's own holds an element ranked
+  before it), then TopK over those k chunks, taken in their order in x so that ties still go
+  to the lower index.
+  """
+  n = x.shape[-1]
+  if n is None or n <= k * chunk:
+    return tf.math.top_k(x, k)
+  if n % chunk:
+    x = tf.pad(x, [[0, 0], [0, -n % chunk]], constant_values=-float("inf"))
+  chunks = tf.reshape(x, [tf.shape(x)[0], -1, chunk])  # [B, N / chunk, chunk]
+  _, best = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)  # [B, k]
+  best = tf.sort(best, axis=-1)
+  candidates = tf.reshape(tf.gather(chunks, best, batch_dims=1), [-1, k * chunk])  # [B, k*chunk]
+  values, where = tf.math.top_k(candidates, k)  # [B, k]
+  return values, tf.gather(best, where // chunk, batch_dims=1) * chunk + where % chunk
+
+
+def log_sum_exp(logits):
+  """float32 [N, V] -> [N]: log sum_v exp(logits[n, v]).
+
+  As max - log(largest softmax probability), exp(max - logsumexp): oneDNN's softmax on the CPU
+  costs a fraction of TensorFlow's log_softmax or reduce_logsumexp, which write and reread
+  several [N, V] intermediates. The largest probability is at least 1 / V, so its log is exact
+  to float32 precision."""
+  largest = tf.reduce_max(logits, axis=-1)  # [N]
+  return largest - tf.math.log(tf.reduce_max(tf.nn.softmax(logits), axis=-1))
+
+
+def _keep_static_shape(new, old):
+  """Static shapes in, static shapes out: `new` gets back the static sizes of `old` that it lost
+  (a dynamic batch_size loses them); a size that changed (a growing cache, eagerly) is new's."""
+  return tf.ensure_shape(new, [n if n is not None else o for n, o in
+                               zip(new.shape.as_list(), old.shape.as_list())])
+
+
+def _valid(scores):
+  return scores > NEG_INF / 2
+
+
+def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
+                max_decode_length, max_lengths=None, min_length=0, reorder_cache=True,
+                logits_mask_fn=None, mask_state=()):
+  """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
+
+  Args:
+    symbols_to_logits_fn: (ids int32 [B*K] previous tokens (0 at index 0), index int32 scalar,
+      cache) -> (logits float32 [B*K, V], new cache). Leaves it returns unchanged (the same
+      tensor, e.g. encoder keys/values) are not reordered between beams: they are equal across
+      the beams of a sentence.
+    cache: nested structure of tensors with leading dimension B; tiled here to B*K.
+    batch_size: B (a Python int or an int32 scalar).
+    beam_size: K >= 1; 1 is greedy decoding (alpha is then ignored).
+    alpha: length penalty exponent >= 0 (0 = rank by log-probability).
+    eos_id: the vocabulary's end-of-sequence id.
+    max_decode_length: L: the size of the output buffer and the loop bound (a Python int for
+      XLA; an int32 scalar works without).
+    max_lengths: optional int [B], each sentence's own maximum output length (clipped to L);
+      a sentence that reaches it is finished with the tokens it has. Default: L for all.
+    min_length: EOS is forbidden before this position (e.g. = L so that every hypothesis runs
+      to its maximum length, for benchmarks).
+    reorder_cache: True: after each step every changed cache leaf is gathered so that row n
+      holds the cache of hypothesis n (the step function needs to know nothing of beams).
+      False: nothing is copied; the step function is called as fn(ids, index, cache, rows)
+      with rows int32 [B*K, L]: the cache row where hypothesis n's slot t was written (n itself
+      for t >= index). It must write slot `index` of row n and read slot t < index from row
+      rows[n, t]. This saves copying every layer's key/value cache at every step (see
+      Transformer.decode_step's cache_rows).
+    logits_mask_fn: optional constraint on the outputs, e.g. a grammar:
+      (ids int32 [B*K] previous tokens, index, mask_state, logits float32 [B*K, V]) ->
+      (logits [B*K, V], new mask_state), NEG_INF for forbidden tokens (the model's
+      distribution is then renormalised over the allowed ones by the softmax). Its state
+      follows its hypothesis (gathered by parent beam after every step, whatever
+      reorder_cache), so it can hold e.g. a stack of open brackets.
+    mask_state: the constraint's initial state: nested tensors with leading dimension B.
+
+  Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
+  log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
+  length allow fewer, in which case the missing ones have scores <= NEG_INF / 2.
+
+  Longer than our usual function, on purpose: the loop body's four steps (expand, keep the
+  live beams, merge the finished ones, decide which sentences are done) share a dozen tensors;
+  split into functions they would pass all of them around, and read less like section 6.1.
+  """
+  if beam_size < 1:
+    raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+  if alpha < 0:
+    raise ValueError(f"alpha must be >= 0, got {alpha}")
+  if isinstance(max_decode_length, int) and max_decode_length < 1:
+    raise ValueError(f"max_decode_length must be >= 1, got {max_decode_length}")
+  k, length = beam_size, max_decode_length
+  if k == 1:
+    alpha = 0.0  # Greedy: the first EOS ends the output, whatever its length.
+  if max_lengths is None:
+    max_lengths = tf.fill([batch_size], length)
+  max_lengths = tf.minimum(tf.cast(max_lengths, tf.int32), length)  # [B]
+  positions = tf.range(length + 1)  # [L + 1]
+
+  own_rows = tf.range(batch_size * k)[:, None]  # [B*K, 1]
+  # Only beam 0 is live at first, so the K beams don't start as K copies of one prefix.
+  live_logprobs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
+  empty_seqs = tf.zeros([batch_size, k, length + 1], tf.int32)
+  state = BeamState(
+      index=tf.constant(0), live_seqs=empty_seqs, live_logprobs=live_logprobs,
+      finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
+      done=tf.zeros([batch_size], tf.bool),
+      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
+      rows=tf.tile(own_rows, [1, length]),
+      mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state))
+
+  def cond(state):
+    return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
+
+  def body(state):
+    """One step of the search. Longer than our usual function for the reason given above."""
+    i = state.index
+    ids = tf.reshape(tf.gather(state.live_seqs, i, axis=2), [-1])  # [B*K]
+    if reorder_cache:
+      logits, new_cache = symbols_to_logits_fn(ids, i, state.cache)  # [B*K, V]
+    else:
+      logits, new_cache = symbols_to_logits_fn(ids, i, state.cache, state.rows)
+    vocab = tf.shape(logits)[-1]
+    logits = tf.cast(logits, tf.float32)
+    new_mask_state = state.mask_state
+    if logits_mask_fn is not None:
+      logits, new_mask_state = logits_mask_fn(ids, i, state.mask_state, logits)  # [B*K, V]
+    # log P(prefix + token) = live log-prob + logit - logsumexp(logits), added as one offset
+    # per row: no [B*K, V] log-probabilities are written.
+    offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
+    candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
+
+    # The 2K best expansions of the K live prefixes.
+    if isinstance(min_length, int) and min_length <= 0:
+      top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
+    else:  # Without EOS before min_length: of the 3K best, at most K (one a beam) are EOS.
+      top_logprobs, top_flat = top_k(candidates, 3 * k)  # [B, 3K]
+      forbidden = tf.logical_and(tf.equal(top_flat % vocab, eos_id), i < min_length)
+      top_logprobs, kept = tf.math.top_k(tf.where(forbidden, NEG_INF, top_logprobs), 2 * k)
+      top_flat = tf.gather(top_flat, kept, batch_dims=1)  # [B, 2K]
+    top_beams = top_flat // vocab  # [B, 2K]
+    top_ids = top_flat % vocab  # [B, 2K]
+    top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]
+    top_seqs = tf.where(positions == i + 1, top_ids[:, :, None], top_seqs)
+    at_limit = (i + 1 >= max_lengths)[:, None]  # [B, 1]: this token is the sentence's last.
+    ending = tf.logical_or(tf.equal(top_ids, eos_id), at_limit)  # [B, 2K]
+    ending = tf.logical_and(ending, tf.logical_not(state.done)[:, None])
+
+    # Live: the K best expansions that do not end, and their caches.
+    live_candidates = tf.where(ending, NEG_INF, top_logprobs)
+    live_logprobs, live_slots = tf.math.top_k(live_candidates, k)  # [B, K]
+    live_seqs = _gather_beams(top_seqs, live_slots)  # [B, K, L + 1]
+    parent_beams = _gather_beams(top_beams, live_slots)  # [B, K]
+    if reorder_cache:
+      new_cache = tf.nest.map_structure(
+          lambda new, old: new if new is old else _gather_flat(new, parent_beams, k),
+          new_cache, state.cache)
+      rows = state.rows
+    else:  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
+      rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
+    mask_state = tf.nest.map_structure(lambda x: _gather_flat(x, parent_beams, k),
+                                       new_mask_state)
+
+    # Finished: merge the ending expansions among the first K with the K kept so far.
+    first_k = tf.range(2 * k) < k  # [2K]
+    new_scores = top_logprobs / length_penalty(i + 1, alpha)
+    new_scores = tf.where(tf.logical_and(ending, first_k), new_scores, NEG_INF)  # [B, 2K]
+    merged_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [B, 3K]
+    merged_seqs = tf.concat([state.finished_seqs, top_seqs], axis=1)  # [B, 3K, L + 1]
+    finished_scores, finished_slots = tf.math.top_k(merged_scores, k)  # [B, K]
+    finished_seqs = _gather_beams(merged_seqs, finished_slots)
+
+    # Done: the best a live prefix can still reach (log-probs only fall; the penalty is at
+    # most lp(max length)) is below the worst finished, or the sentence hit its max length.
+    best_live = tf.reduce_max(live_logprobs, axis=1) / length_penalty(max_lengths, alpha)
+    worst_finished = tf.reduce_min(finished_scores, axis=1)  # [B]
+    cannot_improve = tf.logical_and(_valid(worst_finished), worst_finished >= best_live)
+    no_live = tf.logical_not(_valid(tf.reduce_max(live_logprobs, axis=1)))
+    done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
+    new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
+                          finished_seqs=finished_seqs, finished_scores=finished_scores,
+                          done=done, cache=new_cache, rows=rows, mask_state=mask_state)
+    return (tf.nest.map_structure(_keep_static_shape, new_state, state),)
+
+  (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)
+  return state.finished_seqs[:, :, 1:], state.finished_scores  # [B, K, L], [B, K]

@@ -1,0 +1,189 @@
+"""The run directory (model_dir): every file and folder name in it, what its run files hold, and
+the one check a run makes before it writes into a directory that holds an earlier run.
+
+Layout (everything through tf.io.gfile: local, gs://, ram://):
+  hparams.json       the full HParams of the run (`HParams.load`).
+  run.json           {"problem", "hparams_set", "hparams_overrides", "vocab_size", "seed",
+                     "grad_accum_steps", "num_replicas", "mixed_precision", "packed",
+                     "train_cache", "data_dir", "vocab_files", "vocab_sha256"}: what decoding
+                     and a resume need besides hparams.json.
+  vocab*             the problem's vocabulary files copied from data_dir (none for fixed
+                     vocabularies), so that `problem.tokenizer(model_dir)` works with model_dir
+                     alone.
+  manifest.json      data_dir's manifest: the problem settings the data was prepared with.
+  lease.json         the trainer that holds the directory (t2t_lite/rundir/lease.py).
+  checkpoint, ckpt-<step>.index / .data-*   the checkpoints (t2t_lite/rundir/checkpoints.py);
+  ckpt-<step>_temp/  a save in progress (removed at the next start if it never finished).
+  workertemp_<task>_<index>/   a non-chief worker's own copy of a save, removed after it.
+  train/, eval/      TensorBoard event files (t2t_lite/train/training_log.py).
+  averaged.json      in an averaged run directory: the checkpoints averaged.
+
+`read_run` reads the run files once; `check_resume` compares them with a new run's before any
+byte of the directory changes; `write_run_files` writes them.
+"""
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from t2t_lite import files
+from t2t_lite.data import data_files
+from t2t_lite.errors import T2TLiteError
+from t2t_lite.hyperparams import HParams
+
+HPARAMS_FILE = "hparams.json"
+RUN_FILE = "run.json"
+MANIFEST_FILE = data_files.MANIFEST_FILE
+LEASE_FILE = "lease.json"
+AVERAGED_FILE = "averaged.json"
+CHECKPOINT_PREFIX = "ckpt"  # tf.train.CheckpointManager's names: ckpt-<step>.
+SAVE_IN_PROGRESS = "*_temp"  # What tf.train.Checkpoint writes a save into before renaming it.
+MODEL = "model"  # The model's name in the checkpoints' object graph.
+TRAIN_SUMMARIES, EVAL_SUMMARIES = "train", "eval"
+# What exact resume depends on besides hparams.json, the vocabulary and the packing (the saved
+# input iterator restores only into the pipeline it came from): run.json fields that must not
+# change.
+RESUME_FIELDS = ("vocab_size", "seed", "grad_accum_steps", "num_replicas", "mixed_precision")
+
+
+class RunDirError(T2TLiteError, ValueError):
+  """A missing, mismatched or unwritable run directory file or checkpoint (one line)."""
+
+
+def path(model_dir, name):
+  return os.path.join(model_dir, name)
+
+
+def worker_temp_dir(model_dir, task_type, task_id):
+  """Where a non-chief worker writes its copy of each save (it deletes it afterwards)."""
+  return path(model_dir, f"workertemp_{task_type}_{task_id}")
+
+
+def read_json(file_path):
+  with tf.io.gfile.GFile(file_path) as f:
+    return json.loads(f.read())
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedRun:
+  """A run directory's run files, read once (`read_run`)."""
+  model_dir: str
+  hparams: Optional[HParams]  # None: no hparams.json (a directory of an unfinished start).
+  info: dict  # run.json, {} without one.
+  data_settings: dict  # The problem settings of its manifest copy, {} without one.
+
+  @property
+  def problem(self):
+    return self.info.get("problem")
+
+  def require_hparams(self):
+    """hparams.json's HParams; a RunDirError naming the file when there is none."""
+    if self.hparams is None:
+      raise RunDirError(f"{path(self.model_dir, HPARAMS_FILE)} is missing: is {self.model_dir} "
+                        "a t2t-lite-train model_dir?")
+    return self.hparams
+
+  def require_problem(self):
+    """run.json's problem name; a RunDirError naming the file when there is none."""
+    if not self.problem:
+      raise RunDirError(f"{path(self.model_dir, RUN_FILE)} is missing: is {self.model_dir} a "
+                        "t2t-lite-train model_dir?")
+    return self.problem
+
+
+def read_run(model_dir):
+  """The run files of model_dir (all empty for a new or empty directory)."""
+  hparams_path, run_path = path(model_dir, HPARAMS_FILE), path(model_dir, RUN_FILE)
+  manifest = data_files.read_manifest(model_dir) or {}
+  return SavedRun(
+      model_dir, HParams.load(hparams_path) if tf.io.gfile.exists(hparams_path) else None,
+      read_json(run_path) if tf.io.gfile.exists(run_path) else {},
+      manifest.get("settings", {}))
+
+
+def check_resume(saved, hparams, run_info, data_dir):
+  """Refuses (RunDirError, naming the first difference) to train into saved.model_dir when it
+  holds a run of another problem, other problem settings, other hparams, another seed,
+  accumulation, replica count, precision or packing, or another vocabulary than data_dir's.
+  Reads only, so that a refused run leaves every byte of the directory as it was. A new or
+  empty directory passes."""
+  model_dir = saved.model_dir
+  problem = run_info["problem"]
+  if saved.problem and saved.problem != problem:
+    raise RunDirError(f"{model_dir} was trained on problem {saved.problem!r}, not {problem!r}: "
+                      "use a new --model_dir")
+  settings = ((data_files.read_manifest(data_dir) if data_dir else None) or {}).get(
+      "settings", {})
+  if saved.data_settings and settings and saved.data_settings != settings:
+    raise RunDirError(f"{model_dir} was trained on {problem} data prepared with "
+                      f"{saved.data_settings}, not {settings}: resume with the run's data_dir "
+                      f"({saved.info.get('data_dir')}) or use a new --model_dir")
+  if saved.hparams is not None:
+    old, new = dataclasses.asdict(saved.hparams), dataclasses.asdict(hparams)
+    for key, value in new.items():
+      if old.get(key) != value:
+        raise RunDirError(
+            f"{model_dir} was trained with {key}={old.get(key)!r}, not {value!r}: resume with "
+            f"the same hparams (see {path(model_dir, HPARAMS_FILE)}) or use a new --model_dir")
+  # Against model_dir's own copy (run.json's checksum is only a record): a vocabulary of the
+  # same size but other pieces would pass any size check.
+  ours = data_files.vocab_checksum(model_dir)
+  theirs = data_files.vocab_checksum(data_dir) if data_dir else ours
+  if saved.info and ours != theirs:
+    raise RunDirError(
+        f"the vocabulary of {data_dir} differs from the one {model_dir} was trained with "
+        f"(sha256 {theirs[:12] or 'none'} vs {ours[:12] or 'none'}): resume with the data_dir "
+        f"of the run ({saved.info.get('data_dir')}) or use a new --model_dir")
+  _check_run_fields(saved, run_info)
+
+
+def _check_run_fields(saved, run_info):
+  model_dir, run_path = saved.model_dir, path(saved.model_dir, RUN_FILE)
+  if saved.info and bool(saved.info.get("packed", False)) != run_info["packed"]:
+    packed = "with" if saved.info.get("packed") else "without"
+    raise RunDirError(f"{model_dir} was trained {packed} --pack; resume it {packed} --pack or "
+                      "use a new --model_dir")
+  for key in RESUME_FIELDS:
+    if key in saved.info and saved.info[key] != run_info[key]:
+      raise RunDirError(
+          f"{model_dir} was trained with {key}={saved.info[key]!r}, not {run_info[key]!r}: "
+          f"exact resume needs the same {key} (see {run_path}), or use a new --model_dir")
+
+
+def _copy_vocabulary(source_dir, model_dir):
+  """Copies source_dir's vocabulary files into model_dir -> their names, sorted."""
+  names = []
+  for vocab_path in data_files.vocab_files(source_dir):
+    name = os.path.basename(vocab_path)
+    files.copy(vocab_path, path(model_dir, name))
+    names.append(name)
+  return names
+
+
+def _copy_if_present(name, source_dir, model_dir):
+  if tf.io.gfile.exists(path(source_dir, name)):
+    files.copy(path(source_dir, name), path(model_dir, name))
+
+
+def write_run_files(model_dir, hparams, run_info, data_dir=None):
+  """hparams.json, run.json, and the vocabulary and manifest copied from data_dir."""
+  tf.io.gfile.makedirs(model_dir)
+  hparams.save(path(model_dir, HPARAMS_FILE))
+  vocab_files = []
+  if data_dir:
+    vocab_files = _copy_vocabulary(data_dir, model_dir)
+    _copy_if_present(MANIFEST_FILE, data_dir, model_dir)
+  info = dict(run_info, vocab_files=vocab_files,
+              vocab_sha256=data_files.vocab_checksum(model_dir))
+  files.write_text(path(model_dir, RUN_FILE), json.dumps(info, indent=2, sort_keys=True))
+
+
+def copy_run_files(model_dir, output_dir):
+  """Copies model_dir's files other than checkpoints (hparams.json, run.json, manifest.json,
+  the vocabulary) into output_dir, which then loads like model_dir (e.g. averaged weights)."""
+  tf.io.gfile.makedirs(output_dir)
+  for name in (HPARAMS_FILE, RUN_FILE, MANIFEST_FILE):
+    _copy_if_present(name, model_dir, output_dir)
+  _copy_vocabulary(model_dir, output_dir)
