@@ -16,6 +16,7 @@ _SEEDS = {"train": 1, "dev": 2, "test": 3}
 
 class _Algorithmic(Problem):
   metric = "accuracy"
+  selection_metric = "accuracy"
   beam_size = 1
   alpha = 0.0
   extra_length = 10

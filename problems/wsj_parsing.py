@@ -156,6 +156,7 @@ class WsjParsing(Problem):
   """WSJ constituency parsing: words -> linearized tree; word vocabulary; trees by construction."""
   name = "wsj_parsing"
   metric = "bracket_f1"
+  selection_metric = "bracket_f1"
   beam_size = 21
   alpha = 0.3
   extra_length = 300

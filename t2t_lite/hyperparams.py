@@ -46,6 +46,9 @@ class HParams:
   adam_beta1: float = 0.9
   adam_beta2: float = 0.98
   adam_epsilon: float = 1e-9
+  # Not in the paper: decoupled weight decay (AdamW), times the learning rate, on every weight
+  # but LayerNorm gains and biases. 0 = the paper's Adam.
+  weight_decay: float = 0.0
   batch_size: int = 25000  # Global tokens (source or target, padded) per optimizer step.
   # Decoding (section 6.1); None = the problem's default.
   beam_size: Optional[int] = None
@@ -128,7 +131,7 @@ _RANGES = (
         "d_k", "d_v", "warmup_steps", "cooldown_start", "cooldown_steps")),
     *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
-        "adam_beta2")),
+        "adam_beta2", "weight_decay")),
     *((name, lambda x: math.isfinite(x) and x > 0, "a finite number > 0") for name in (
         "learning_rate", "adam_epsilon")),
     ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),

@@ -322,6 +322,26 @@ def test_tiny_transformer_memorises_a_copy_task():
   assert float(correct / count) > 0.99
 
 
+def test_weight_decay_shrinks_every_weight_but_layer_norms_and_biases():
+  hparams = t2t_lite.get_hparams("transformer_tiny", "weight_decay=0.1,learning_rate=100")
+  model = t2t_lite.build_model(hparams, 20)
+  optimizer = make_optimizer(hparams)
+  before = {v.path: v.numpy() for v in model.trainable_variables}
+  optimizer.build(model.trainable_variables)
+  lr = float(optimizer.learning_rate)  # the rate of the first step
+  # Zero gradients: Adam moves nothing (m = v = 0), only the decay does: w <- w (1 - lr wd).
+  optimizer.apply([tf.zeros_like(v) for v in model.trainable_variables],
+                  model.trainable_variables)
+  kinds = set()
+  for v in model.trainable_variables:
+    excluded = v.name in ("gamma", "beta", "bias")
+    kinds.add((v.name, excluded))
+    expected = before[v.path] * (1.0 if excluded else 1 - lr * 0.1)
+    np.testing.assert_allclose(v.numpy(), expected, rtol=1e-6, err_msg=v.path)
+  assert {("kernel", False), ("embeddings", False), ("bias", True), ("gamma", True)} <= kinds
+  assert 0 < lr < 1  # the schedule's rate at step 1, not the multiplier alone
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: t2t_lite.get_hparams("transformer_bigg"), "did you mean 'transformer_big'"),
     (lambda: t2t_lite.get_problem("wmt_end"), "did you mean 'wmt_ende'"),

@@ -108,7 +108,8 @@ def main(argv=None):
         log=lambda line: print(line, flush=True))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-train", e, e.exit_status)
-  stopped = {"SIGTERM": " (stopped by SIGTERM)", "time": " (time budget spent)"}.get(
+  stopped = {"SIGTERM": " (stopped by SIGTERM)", "time": " (time budget spent)",
+             "early": " (stopped early; the best model is in best/)"}.get(
       result["stopped"], "")
   print(f"done: step {result['step']}{stopped}, checkpoints in {args.model_dir}", flush=True)
   return 0

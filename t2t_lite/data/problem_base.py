@@ -62,6 +62,8 @@ class Problem:
   `Multi30kEnDe(vocab_size=1000, vocab_sample_size=5000)`."""
   name = None  # The registered name, used in messages and the manifest.
   metric = "bleu"
+  # What a run keeps its best model by (on decoded dev sentences): BLEU as the paper computed it.
+  selection_metric = "paper_bleu"
   # Decoding defaults (section 6.1): beam size, length penalty alpha, max output = input +
   # extra_length. hparams and flags override them: decoding.DecodeSettings.resolve.
   beam_size = 4

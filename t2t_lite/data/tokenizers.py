@@ -9,7 +9,8 @@ Two kinds:
   WordTokenizer           a fixed, tiny word list (the algorithmic problems).
 
 Both have `encode(str) -> list[int]`, `decode(list[int]) -> str`, `tokenize(tf.string [B]) ->
-int32 RaggedTensor [B, (T)]`, `detokenize(int32 [B, T]) -> tf.string [B]`, and `vocab_size`.
+int32 RaggedTensor [B, (T)]`, `detokenize(int32 [B, T]) -> tf.string [B]`, `vocab_size` and
+`pieces()`.
 `decode` / `detokenize` stop at the first EOS and ignore PAD, so model outputs decode directly.
 
 Losslessness: `decode(encode(s)) == normalize(s)`, where `normalize` is NFKC, then runs of
@@ -107,6 +108,10 @@ class SentencePieceTokenizer(_Tokenizer):
   def vocab_size(self):
     return self._sp.get_piece_size()
 
+  def pieces(self):
+    """Every id's piece, in id order (what a fine-tuned run's vocabulary is matched by)."""
+    return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
+
   def encode(self, text, add_eos=False):
     return self._sp.encode(text, add_eos=add_eos)
 
@@ -145,6 +150,10 @@ class WordTokenizer(_Tokenizer):
   @property
   def vocab_size(self):
     return len(self.vocabulary)
+
+  def pieces(self):
+    """Every id's word, in id order."""
+    return list(self.vocabulary)
 
   def encode(self, text, add_eos=False):
     ids = [self._ids.get(w, UNK_ID) for w in text.split()]

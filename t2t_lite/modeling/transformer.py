@@ -3,6 +3,8 @@
 Shapes: B batch, S source length, T target length, L decode cache length, D d_model,
 F d_ff, V vocabulary. Token id 0 is padding, id 1 end-of-sequence.
 """
+import random
+
 import keras
 import tensorflow as tf
 
@@ -321,8 +323,16 @@ def _mask_to_bias(mask):
   return padding_bias(tf.cast(mask, tf.int32))
 
 
-def build_model(hparams, vocab_size):
-  """Returns a Transformer with all weights created."""
-  model = Transformer(hparams, vocab_size, name="transformer")
-  model.build()
+def build_model(hparams, vocab_size, seed=None):
+  """Returns a Transformer with all weights created; with `seed`, its weights and dropout
+  layer seeds are drawn from it (Keras draws unseeded initializers' seeds from Python's
+  `random`, whose state is put back afterwards)."""
+  random_state = random.getstate()
+  if seed is not None:
+    random.seed(seed)
+  try:
+    model = Transformer(hparams, vocab_size, name="transformer")
+    model.build()
+  finally:
+    random.setstate(random_state)
   return model

@@ -6,9 +6,12 @@ also keeps the `checkpoint` index file) as tf.train.Checkpoint(model=..., ...): 
 also hold `optimizer`, `rng` and `train_iterator`; an averaged or best one only `model`.
 """
 import os
+import re
 
+import numpy as np
 import tensorflow as tf
 
+from t2t_lite.errors import RunFailure
 from t2t_lite.rundir import run_files
 from t2t_lite.rundir.run_files import RunDirError
 
@@ -37,8 +40,25 @@ def checkpoint_step(prefix):
 
 
 def reason(error):
-  """The first line of what a failed read or write said."""
-  return (str(getattr(error, "message", None) or error).strip().splitlines() or [""])[0]
+  """The first line of what a failed read or write said, without the wrapped function's name
+  that begins an op's message and the op's name that ends it (not for the user)."""
+  line = (str(getattr(error, "message", None) or error).strip().splitlines() or [""])[0]
+  return re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line))
+
+
+def save_failure(error, step, directory, last, variables):
+  """The one-line RunFailure of a save of step `step` that failed (a full disk): it names the
+  directory, what a checkpoint takes (the last one's size, or, before the first, what
+  `variables` take) and the checkpoint left intact."""
+  if last:
+    size = f"a checkpoint takes {checkpoint_bytes(last) / 1e6:.1f} MB"
+    intact = f"the last good checkpoint, {last}, is intact"
+  else:  # What the variables take (not the input's state, which has no size before a save).
+    total = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in variables)
+    size = f"its weights and optimizer state alone take {total / 1e6:.1f} MB"
+    intact = "no checkpoint was saved before"
+  return RunFailure(f"saving the step {step} checkpoint in {directory} failed: {reason(error)} "
+                    f"({size}); {intact}")
 
 
 def restore_newest_readable(restore, model_dir, warn):
@@ -91,10 +111,26 @@ def find_checkpoint(model_dir, checkpoint_path=None):
   return latest
 
 
-def restore_model(model, prefix):
-  """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
-  (other objects in it, e.g. the optimizer, are ignored); every model weight must be there."""
+def restore_averages(variables, prefix):
+  """Restores the moving averages of the weights (a run with --ema_decay) into `variables` (a
+  model's trainable variables) -> False, restoring nothing, when the checkpoint has none."""
+  status = tf.train.Checkpoint(**{run_files.EMA: list(variables)}).restore(prefix)
+  status.expect_partial()
   try:
+    status.assert_existing_objects_matched()
+  except AssertionError:  # No `ema` object in the checkpoint.
+    return False
+  return True
+
+
+def restore_model(model, prefix, averages=True):
+  """Restores the model's weights from a checkpoint written as tf.train.Checkpoint(model=...)
+  (other objects in it, e.g. the optimizer, are ignored); every model weight must be there.
+  Where the checkpoint holds moving averages of the weights, they are the weights restored
+  (what decoding, export and averaging use), unless `averages` is False."""
+  try:
+    if averages and restore_averages(model.trainable_variables, prefix):
+      return model
     status = tf.train.Checkpoint(**{run_files.MODEL: model}).restore(prefix)
     status.expect_partial()
     status.assert_existing_objects_matched()

@@ -16,6 +16,10 @@ Layout (everything through tf.io.gfile: local, gs://, ram://):
   ckpt-<step>_temp/  a save in progress (removed at the next start if it never finished).
   workertemp_<task>_<index>/   a non-chief worker's own copy of a save, removed after it.
   train/, eval/      TensorBoard event files (t2t_lite/train/training_log.py).
+  best/              the best model so far by the run's selection metric: a run directory of
+                     its own (run files and the weights alone as ckpt-<step>), with
+  best/best.json     {"metric", "value", "step"} and, once the run stopped early,
+                     "stopped_early": {"step", "reason"} (t2t_lite/train/model_selection.py).
   averaged.json      in an averaged run directory: the checkpoints averaged.
 
 `read_run` reads the run files once; `check_resume` compares them with a new run's before any
@@ -38,14 +42,17 @@ RUN_FILE = "run.json"
 MANIFEST_FILE = data_files.MANIFEST_FILE
 LEASE_FILE = "lease.json"
 AVERAGED_FILE = "averaged.json"
+BEST_DIR, BEST_FILE = "best", "best.json"
 CHECKPOINT_PREFIX = "ckpt"  # tf.train.CheckpointManager's names: ckpt-<step>.
 SAVE_IN_PROGRESS = "*_temp"  # What tf.train.Checkpoint writes a save into before renaming it.
 MODEL = "model"  # The model's name in the checkpoints' object graph.
+EMA = "ema"  # The moving averages of its trainable weights, when the run keeps them.
 TRAIN_SUMMARIES, EVAL_SUMMARIES = "train", "eval"
 # What exact resume depends on besides hparams.json, the vocabulary and the packing (the saved
 # input iterator restores only into the pipeline it came from): run.json fields that must not
 # change.
-RESUME_FIELDS = ("vocab_size", "seed", "grad_accum_steps", "num_replicas", "mixed_precision")
+RESUME_FIELDS = ("vocab_size", "seed", "grad_accum_steps", "num_replicas", "mixed_precision",
+                 "ema_decay")
 
 
 class RunDirError(T2TLiteError, ValueError):
@@ -187,3 +194,15 @@ def copy_run_files(model_dir, output_dir):
   for name in (HPARAMS_FILE, RUN_FILE, MANIFEST_FILE):
     _copy_if_present(name, model_dir, output_dir)
   _copy_vocabulary(model_dir, output_dir)
+
+
+def write_best_record(model_dir, record):
+  """best/best.json (see the layout above)."""
+  files.write_text(path(path(model_dir, BEST_DIR), BEST_FILE),
+                   json.dumps(record, indent=2, sort_keys=True))
+
+
+def read_best_record(model_dir):
+  """best/best.json of a run, None when it has kept no best model."""
+  best = path(path(model_dir, BEST_DIR), BEST_FILE)
+  return read_json(best) if tf.io.gfile.exists(best) else None

@@ -106,17 +106,19 @@ def check_same_variables(prefixes):
   return first
 
 
-def average_checkpoints(model, prefixes):
+def average_checkpoints(model, prefixes, averages=True):
   """Sets the model's weights to the element-wise mean of theirs in the checkpoints `prefixes`.
 
   Each checkpoint is restored into the model in turn (tf.train.Checkpoint's own mapping from
   keys to variables) and summed in float64; the mean is cast back to each weight's dtype.
+  `averages`: of a run that kept moving averages of its weights, those (what decode uses) or,
+  when False, the raw weights.
   """
   check_same_variables(prefixes)
   weights = model.trainable_variables
   sums = [np.zeros(w.shape, np.float64) for w in weights]
   for path in prefixes:
-    checkpoints.restore_model(model, path)
+    checkpoints.restore_model(model, path, averages)
     for total, weight in zip(sums, weights):
       total += weight.numpy()
   for total, weight in zip(sums, weights):

@@ -49,8 +49,13 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "cooldown_steps": self.cooldown_steps}
 
 
-def make_optimizer(hparams, schedule=None):
-  """Adam with the paper's betas and epsilon and the schedule above (or `schedule`)."""
-  schedule = schedule or TransformerSchedule.of(hparams)
-  return keras.optimizers.Adam(learning_rate=schedule, beta_1=hparams.adam_beta1,
-                               beta_2=hparams.adam_beta2, epsilon=hparams.adam_epsilon)
+def make_optimizer(hparams, lr_schedule=None):
+  """Adam with the paper's betas and epsilon and the schedule above (or `lr_schedule`); with
+  hparams.weight_decay, decoupled weight decay (AdamW) on all but LayerNorm gains and biases."""
+  lr_schedule = lr_schedule or TransformerSchedule.of(hparams)
+  optimizer = keras.optimizers.Adam(
+      learning_rate=lr_schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2,
+      epsilon=hparams.adam_epsilon, weight_decay=hparams.weight_decay or None)
+  if hparams.weight_decay:
+    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+  return optimizer

@@ -39,7 +39,8 @@ def make_micro_gradients(model, optimizer, label_smoothing, micro_batch_tokens, 
 
 
 def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
-                    grad_accum_steps=1, num_replicas=1, jit_compile=True, reseed_dropout=True):
+                    grad_accum_steps=1, num_replicas=1, jit_compile=True, reseed_dropout=True,
+                    ema=None):
   """-> step(batches): one optimizer step on this replica -> (loss sum, target tokens, global
   gradient norm), the first two summed over all replicas.
 
@@ -49,6 +50,7 @@ def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
     jit_compile: XLA for the forward and backward pass (None: the default, e.g. on TPU).
     reseed_dropout: set the dropout seeds from (step, micro-batch) before each micro-batch
       (the trainer turns it off on TPU; masks then follow the seeds' own counters).
+    ema: optional moving averages of the weights (ema.WeightAverage), updated after the step.
   Call it inside `strategy.run` (or in a tf.function, for one device). The optimizer must be
   built for model.trainable_variables.
   """
@@ -87,6 +89,8 @@ def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
     if _is_loss_scaled(optimizer):
       grad_norm /= optimizer.dynamic_scale
     optimizer.apply(grads, variables)
+    if ema is not None:
+      ema.update(optimizer.iterations)
     return loss_sum, count, grad_norm
 
   return step

@@ -11,6 +11,10 @@ from t2t_lite.modeling.mixed_precision import PRECISIONS
 
 # The tf.distribute strategies t2t_lite/train/distribute.py makes (the --strategy choices).
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+# What a run keeps its best model by (t2t_lite/train/model_selection.py): the problem's metric
+# on decoded dev sentences, the dev loss, "auto" (the first when evaluations decode, else the
+# second), or nothing.
+SELECTION_METRICS = ("auto", "dev_metric", "loss", "none")
 
 
 class TrainerError(T2TLiteError, ValueError):
@@ -45,6 +49,22 @@ class TrainConfig:
   eval_decode_examples: int = _option(
       100, "at each evaluation, decode this many dev sentences with beam search and report the "
            "problem's metric (BLEU, bracket F1, accuracy); 0 = off")
+  best_metric: str = _option(
+      "auto", "keep the best model in model_dir/best by: dev_metric = the problem's metric on "
+              "the decoded dev sentences (BLEU as the paper computed it, bracket F1, accuracy), "
+              "loss = dev loss, auto = dev_metric when evaluations decode sentences, else loss; "
+              "none = keep no best model", SELECTION_METRICS)
+  patience: Optional[int] = _option(
+      None, "stop after this many evaluations without improvement of the best_metric (None = "
+            "never); a stopped run does not train on when resumed")
+  init_from: Optional[str] = _option(
+      None, "fine-tune: a new run starts from the weights of this run directory (its newest "
+            "checkpoint; a run's best/ is one too) or checkpoint, not from its optimizer state "
+            "or step; the architecture must be the same, the vocabulary may differ (shared "
+            "tokens keep their rows)")
+  ema_decay: Optional[float] = _option(
+      None, "keep an exponential moving average of the weights with this decay (e.g. 0.999), "
+            "which evaluation, the best model, decode and export then use (None = off)")
   strategy: str = _option(
       "auto", "tf.distribute strategy: auto = TPU if one is found, else mirrored over all GPUs "
               "if more than one, else default (one device); multi_worker reads the cluster from "
@@ -98,6 +118,17 @@ class TrainConfig:
       value = getattr(self, name)
       if value is not None and not value > 0:  # NaN too
         raise TrainerError(f"{name} must be positive, got {value}")
+    if self.patience is not None and self.patience < 1:
+      raise TrainerError(f"patience must be >= 1, got {self.patience}")
+    if self.ema_decay is not None and not 0 < self.ema_decay < 1:
+      raise TrainerError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
+    if self.patience is not None and (self.best_metric == "none" or not self.eval_steps):
+      raise TrainerError("patience needs evaluations (eval_steps > 0) and a best_metric")
+    if self.best_metric in ("dev_metric", "loss") and not self.eval_steps:
+      raise TrainerError(f"best_metric={self.best_metric} needs evaluations (eval_steps > 0)")
+    if self.best_metric == "dev_metric" and not self.eval_decode_examples:
+      raise TrainerError("best_metric=dev_metric needs evaluations that decode dev sentences "
+                         "(eval_decode_examples > 0)")
     if self.cooldown_minutes is not None and not (
         self.train_minutes and 0 < self.cooldown_minutes <= self.train_minutes):
       raise TrainerError(f"cooldown_minutes must be > 0 and at most train_minutes "

@@ -18,11 +18,8 @@ precision policy are set only while the model is built.
 """
 import contextlib
 import math
-import random
-import re
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from t2t_lite.decode import translation
@@ -30,8 +27,8 @@ from t2t_lite.errors import RunFailure
 from t2t_lite.modeling import mixed_precision
 from t2t_lite.modeling.transformer import build_model
 from t2t_lite.rundir import checkpoints, lease, run_files
-from t2t_lite.train import (distribute, optimization, preemption, run_schedule, steps,
-                            training_log)
+from t2t_lite.train import (distribute, ema, model_selection, optimization, preemption,
+                            run_schedule, steps, training_log, warm_start)
 from t2t_lite.train.train_config import TrainConfig, TrainerError
 
 __all__ = ["TrainConfig", "Trainer", "TrainerError", "train"]
@@ -78,20 +75,6 @@ def _check_dev_split(problem, data_dir, hparams):
         "train without evaluation (--eval_steps=0)")
 
 
-@contextlib.contextmanager
-def _building(seed, precision):
-  """While building: weights and dropout layer seeds drawn from `seed` (Keras draws unseeded
-  initializers' seeds from Python's `random`), and the mixed precision policy `precision`.
-  Both are put back afterwards."""
-  random_state = random.getstate()
-  random.seed(seed)
-  try:
-    with mixed_precision.building(precision):
-      yield
-  finally:
-    random.setstate(random_state)
-
-
 class Trainer:
   """Builds the model, optimizer and steps on one platform; `train()` runs.
 
@@ -125,13 +108,22 @@ class Trainer:
       # Each worker would read its own clock, and replicas would step at different rates.
       raise TrainerError("cooldown_minutes needs one worker; with multi_worker use the hparams "
                          "cooldown_start and cooldown_steps (a step budget)")
+    metric = model_selection.metric_name(config, problem, decodes=metric_fn is not None)
+    if metric and metric.startswith("dev_") and metric_fn is None:
+      raise TrainerError(f"best_metric={config.best_metric} needs decoded dev sentences, and "
+                         f"{data_dir} keeps no dev text")
+    self.selection = metric and model_selection.ModelSelection(
+        metric, config.patience, config.model_dir, self.is_chief, log)
     self.run_info = dict({"problem": problem.name}, **(run_info or {}), vocab_size=vocab_size,
                          seed=config.seed, packed=config.pack,
                          grad_accum_steps=config.grad_accum_steps,
                          num_replicas=self.num_replicas,
-                         mixed_precision=config.mixed_precision, data_dir=data_dir)
-    with _building(config.seed, config.mixed_precision), self.strategy.scope():
-      self.model = build_model(hparams, vocab_size)
+                         mixed_precision=config.mixed_precision, ema_decay=config.ema_decay,
+                         selection_metric=metric, data_dir=data_dir)
+    with mixed_precision.building(config.mixed_precision), self.strategy.scope():
+      self.model = build_model(hparams, vocab_size, seed=config.seed)
+      self.ema = config.ema_decay and ema.WeightAverage(self.model.trainable_variables,
+                                                         config.ema_decay)
       # The wall-clock cooldown's factor, set before each host call (_train_loop).
       self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
                        if config.cooldown_minutes else None)
@@ -147,11 +139,12 @@ class Trainer:
             micro_batch_tokens=self.micro_batch_tokens,
             grad_accum_steps=config.grad_accum_steps, num_replicas=self.num_replicas,
             jit_compile=self.platform.jit_compile(config.xla),
-            reseed_dropout=self.platform.reseeds_dropout),
+            reseed_dropout=self.platform.reseeds_dropout, ema=self.ema or None),
         self.platform.micro_batch_splitter(config.grad_accum_steps))
     self._eval_fn = None
-    # Made by train(): the lease (chief only), the input iterator, the checkpoint.
-    self.lease = self.train_iterator = self.checkpoint = self.manager = None
+    # Made by train(): the lease (chief only), the input iterator, the checkpoint, the run
+    # fine-tuning starts from.
+    self.lease = self.train_iterator = self.checkpoint = self.manager = self.source = None
 
   def _micro_batch_tokens(self):
     accum, hparams = self.config.grad_accum_steps, self.hparams
@@ -193,9 +186,18 @@ class Trainer:
     count = float(count)
     return float(loss_sum) / max(count, 1.0), count, float(grad_norm)
 
+  def _averaged(self):
+    """The weights evaluated and kept as the best: the moving averages when the run has them."""
+    return self.ema.swapped() if self.ema else contextlib.nullcontext()
+
   def evaluate(self):
     """Loss (unsmoothed cross entropy per target token), perplexity and token accuracy on at
-    most eval_steps batches (per replica) of the dev split, plus metric_fn's metrics."""
+    most eval_steps batches (per replica) of the dev split, plus metric_fn's metrics; of the
+    moving averages of the weights when the run keeps them."""
+    with self._averaged():
+      return self._evaluate()
+
+  def _evaluate(self):
     dataset = self.strategy.distribute_datasets_from_function(self._eval_dataset_fn)
     if self._eval_fn is None:
       self._eval_fn = steps.make_eval_step(self.model, self.strategy, dataset.element_spec)
@@ -225,14 +227,28 @@ class Trainer:
                "rng": [v.value for v in self.model.non_trainable_variables]}
     if platform.saves_input_position:
       objects["train_iterator"] = self.train_iterator
-    self.checkpoint = tf.train.Checkpoint(**objects)
+    # Objects a run of an earlier t2t-lite did not save: restored where the checkpoint has them.
+    optional = {"selection": self.selection.checkpoint_objects()} if self.selection else {}
+    averages = {run_files.EMA: self.ema.averages} if self.ema else {}
+    self.checkpoint = tf.train.Checkpoint(**objects, **optional, **averages)
     self.manager = checkpoints.manager(
         self.checkpoint, platform.checkpoint_directory(config.model_dir), config.keep_checkpoints)
+
+    def restore(path):
+      tf.train.Checkpoint(**objects).restore(path).assert_existing_objects_matched()
+      tf.train.Checkpoint(**optional).restore(path).expect_partial()
+      if self.ema and not checkpoints.restore_averages(self.ema.averages, path):
+        self.ema.reset()  # A run that kept no averages before: they start here.
+
     restored = checkpoints.restore_newest_readable(
-        lambda path: self.checkpoint.restore(path).assert_existing_objects_matched(),
-        config.model_dir, lambda message: self.log(f"WARNING: {message}"))
+        restore, config.model_dir, lambda message: self.log(f"WARNING: {message}"))
     if restored is not None:
       self.log(f"restored {restored} (step {self.step})")
+    elif self.source is not None:
+      self.log(warm_start.apply(self.model, self.source,
+                                self.problem.tokenizer(self.data_dir).pieces()))
+      if self.ema:
+        self.ema.reset()
     if not platform.saves_input_position and self.step:
       # Each step took grad_accum_steps batches per replica of this host's pipeline.
       consumed = self.step * platform.local_replicas * config.grad_accum_steps
@@ -250,20 +266,9 @@ class Trainer:
       path = self.manager.save(checkpoint_number=step)
     except tf.errors.OpError as e:
       checkpoints.remove_stale_temp_dirs(directory, self.log)  # Free what the save took.
-      if last:
-        size = f"a checkpoint takes {checkpoints.checkpoint_bytes(last) / 1e6:.1f} MB"
-        intact = f"the last good checkpoint, {last}, is intact"
-      else:  # Before the first checkpoint: what its variables take (not the input's state).
-        variables = self.model.weights + list(self.optimizer.variables)
-        size = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in variables)
-        size = f"its weights and optimizer state alone take {size / 1e6:.1f} MB"
-        intact = "no checkpoint was saved before"
-      # The op's message starts with the wrapped function's name and ends with the op's: not
-      # for the user.
-      reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", str(e.message).strip())
-      reason = re.sub(r"\s*\[Op:\w+\]$", "", reason.splitlines()[0])
-      raise RunFailure(f"saving the step {step} checkpoint in {directory} failed: {reason} "
-                       f"({size}); {intact}") from None
+      raise checkpoints.save_failure(
+          e, step, directory, last, self.model.weights + list(self.optimizer.variables)
+      ) from None
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)
     return path
@@ -283,6 +288,11 @@ class Trainer:
     saved = run_files.read_run(config.model_dir)
     self.run_info["train_cache"] = _train_cache_of(saved, self.problem)
     run_files.check_resume(saved, self.hparams, self.run_info, self.data_dir)
+    if config.init_from and not warm_start.has_checkpoint(config.model_dir):
+      self.source = warm_start.load_source(config.init_from, self.hparams)
+      self.run_info["init_from"] = self.source.checkpoint
+    elif "init_from" in saved.info:  # A fine-tuned run resumed: its record stays.
+      self.run_info["init_from"] = saved.info["init_from"]
     # The input is made before anything is written: data that does not read is refused.
     self.train_iterator = self.platform.train_iterator(self._train_dataset_fn, 0)
     self.lease = lease.Lease(config.model_dir) if self.is_chief else None
@@ -310,7 +320,12 @@ class Trainer:
              f"{self.num_replicas} x {config.grad_accum_steps} micro-batches of "
              f"{self.micro_batch_tokens}; step {start} -> {config.train_steps}")
     stopped, step = None, start
-    while step < config.train_steps:
+    if self.selection and self.selection.should_stop:
+      stopped = "early"
+      self.log(f"{config.model_dir} stopped early at step {step}: "
+               f"{self.selection.stop_reason()}; nothing to train (fine-tune from it with "
+               "--init_from, or use a new --model_dir)")
+    while not stopped and step < config.train_steps:
       n = schedule.steps_until_event(step)
       if self.lr_scale is not None:
         self.lr_scale.assign(schedule.learning_rate_factor())
@@ -323,7 +338,11 @@ class Trainer:
       step += n
       progress.add(step, n, loss, tokens, grad_norm)
       if schedule.evaluates_at(step):
-        progress.evaluated(step, self.evaluate())
+        self._evaluate_at(step, progress)
+      if vote(bool(self.selection) and self.selection.should_stop):
+        stopped = "early"
+        self.log(f"stopping at step {step}: {self.selection.stop_reason()}")
+        break
       if vote(sigterm.requested):
         stopped = "SIGTERM"
         self.log(f"stopping at step {step}: SIGTERM received; saving a checkpoint")
@@ -335,15 +354,33 @@ class Trainer:
       if vote(schedule.checkpoint_due()):
         self.save()
         schedule.saved()
+    if stopped == "time" and config.eval_steps and progress.eval_step != step:
+      self._evaluate_at(step, progress)  # The final evaluation promised, before the save.
     latest = self.manager.latest_checkpoint
     if latest is None or self.step != checkpoints.checkpoint_step(latest):
       self.save()
-    if stopped == "time" and config.eval_steps and progress.eval_step != step:
-      progress.evaluated(step, self.evaluate())  # The final evaluation promised.
     progress.close()
     return {"step": self.step, "losses": progress.history, "stopped": stopped,
             "loss": progress.history[-1][1] if progress.history else None,
-            "eval": progress.eval_metrics}
+            "eval": progress.eval_metrics,
+            "best": self.selection.record() if self.selection else None}
+
+  def _evaluate_at(self, step, progress):
+    """Evaluates, and keeps the weights evaluated in best/ when the selection metric improved
+    (the record in best/best.json says so, and why the run stops when it does)."""
+    metrics = self.evaluate()
+    progress.evaluated(step, metrics)
+    if self.selection is not None:
+      self.selection.evaluated(step, metrics, self._save_weights)
+
+  def _save_weights(self, directory):
+    """The weights evaluated (the averages, when kept) as directory/ckpt-<step>. Every worker
+    takes part in a save; the chief's is the one kept."""
+    target = self.platform.checkpoint_directory(directory)
+    with self._averaged():
+      checkpoints.save_model(self.model, target, self.step)
+    if not self.is_chief:
+      tf.io.gfile.rmtree(target)
 
 
 def _train_cache_of(saved, problem):
