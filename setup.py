@@ -46,6 +46,7 @@ setup(
             "t2t-lite-avg-checkpoints=t2t_lite.bin.avg_checkpoints:main",
             "t2t-lite-attention=t2t_lite.bin.attention:main",
             "t2t-lite-export=t2t_lite.bin.export:main",
+            "t2t-lite-score=t2t_lite.bin.score:main",
         ],
     },
 )

@@ -17,10 +17,13 @@
 # Environment: RAW_DIR (default ../shared/data/multi30k next to the repository), WORK (default
 # /tmp/t2t_lite_multi30k_quality; its data/ is reused across runs, model/ is started afresh),
 # MINUTES, XLA (1 = --xla, default 0: on a 2-core CPU XLA's per-bucket compilations cost more
-# than they save), PRECISION (--mixed_precision, default none), OVERRIDES (more
-# --hparams_overrides, e.g. dropout=0.3), EMA_DECAY (--ema_decay, default off), DEV_SENTENCES
-# (--eval_decode_examples, default 500), DECODE_PRECISION (t2t-lite-decode --precision, default
-# none), PROBLEM (default multi30k_ende), INIT_FROM (--init_from, to fine-tune).
+# than they save), PRECISION (--mixed_precision, default bf16: on a CPU with bfloat16 matmuls
+# it trains half as many steps again in the same minutes; PRECISION=none on one without),
+# OVERRIDES (more --hparams_overrides, e.g. dropout=0.3), EMA_DECAY (--ema_decay, default
+# 0.999; EMA_DECAY= turns it off), DEV_SENTENCES (--eval_decode_examples, default 500),
+# DECODE_PRECISION (t2t-lite-decode --precision, default none), PROBLEM (default
+# multi30k_ende), INIT_FROM (--init_from, to fine-tune), SEED (--seed, default 1).
+# docs/benchmarks.md says how these defaults were chosen.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,13 +31,14 @@ RAW_DIR="${RAW_DIR:-$HERE/../../shared/data/multi30k}"
 WORK="${WORK:-/tmp/t2t_lite_multi30k_quality}"
 MINUTES="${MINUTES:-40}"
 XLA="${XLA:-0}"
-PRECISION="${PRECISION:-none}"
+PRECISION="${PRECISION:-bf16}"
 OVERRIDES="${OVERRIDES:-}"
-EMA_DECAY="${EMA_DECAY:-}"
+EMA_DECAY="${EMA_DECAY-0.999}"
 DEV_SENTENCES="${DEV_SENTENCES:-500}"
 DECODE_PRECISION="${DECODE_PRECISION:-none}"
 PROBLEM="${PROBLEM:-multi30k_ende}"
 INIT_FROM="${INIT_FROM:-}"
+SEED="${SEED:-1}"
 PY="${PYTHON:-python}"
 TARGET="${PROBLEM#multi30k_en}"
 
@@ -64,7 +68,7 @@ start=$(date +%s)
   --checkpoint_every_minutes=2 --keep_checkpoints=5 \
   --eval_every=500 --eval_steps=10 --eval_decode_examples="$DEV_SENTENCES" \
   --best_metric=dev_metric --log_every=50 \
-  "$xla_flag" --mixed_precision="$PRECISION" --seed=1 "${extra[@]}" 2>&1 | tee "$WORK/train.log"
+  "$xla_flag" --mixed_precision="$PRECISION" --seed="$SEED" "${extra[@]}" 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
 
@@ -108,7 +112,7 @@ for model in "$WORK"/models/*; do
 done
 
 "$PY" - "$WORK" "$train_seconds" "$PRECISION" "$ticks_before" "$ticks_after" "$PROBLEM" \
-  "$OVERRIDES" "$EMA_DECAY" "$MINUTES" <<'EOF'
+  "$OVERRIDES" "$EMA_DECAY" "$MINUTES" "$SEED" <<'EOF'
 import glob, json, os, re, sys
 work, seconds, precision = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 before, after = sys.argv[4].split(), sys.argv[5].split()  # [steal, total] ticks, or empty
@@ -128,6 +132,7 @@ print(json.dumps({"bench": "multi30k_quality", "problem": sys.argv[6],
                   "best": best, "minutes": float(sys.argv[9]), "train_seconds": seconds,
                   "train_steps": steps[-1] if steps else 0, "overrides": sys.argv[7],
                   "ema_decay": sys.argv[8] or None, "mixed_precision": precision,
+                  "seed": int(sys.argv[10]), "init_from": os.environ.get("INIT_FROM") or None,
                   "cpu_steal": steal, "bar_bleu": 38.43,
                   "cpu": os.popen("lscpu | sed -n 's/^Model name: *//p'").read().strip()}))
 EOF

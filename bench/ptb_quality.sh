@@ -86,7 +86,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 "$PY" - "$WORK/model" "$start" "$AVERAGE" $AT_MINUTES "$MINUTES" <<'EOF'
 import sys
 import tensorflow as tf
-from t2t_lite import checkpoints
+from t2t_lite.train import averaging
 model_dir, start, average, marks = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 state = tf.train.get_checkpoint_state(model_dir)
 written = list(zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps))
@@ -94,21 +94,22 @@ for mark in marks:
   paths = [path for path, time in written if time <= start + 60 * float(mark) + 30]
   if not paths:
     sys.exit(f"ptb_quality: no checkpoint was written in the first {mark} minutes")
-  checkpoints.average(model_dir, paths[-average:], f"{model_dir}/../avg_{mark}")
+  averaging.average(model_dir, paths[-average:], f"{model_dir}/../avg_{mark}")
 EOF
 
 # The sentences to parse and their gold trees (normalised as the problem reads them).
 "$PY" - "$WORK" "$TEST_DIR" <<'EOF'
 import sys
 import t2t_lite
-from t2t_lite import model_dir, parsing
+from t2t_lite.parsing import treebank
 from t2t_lite.problems.wsj_parsing import find_mrg_files, read_trees
+from t2t_lite.rundir import run_files
 work, test_dir = sys.argv[1:]
-settings = model_dir.read_json(f"{work}/model/manifest.json")["settings"]
+settings = run_files.read_run(f"{work}/model").data_settings
 problem = t2t_lite.get_problem("wsj_parsing", **settings)
 if test_dir:
   trees = [str(tree) for path in find_mrg_files(test_dir) for tree in read_trees(path)]
-  sources = [" ".join(parsing.parse_tree(tree).words()) for tree in trees]
+  sources = [" ".join(treebank.parse_tree(tree).words()) for tree in trees]
 else:
   pairs = problem.text_pairs("test", f"{work}/data")
   sources = [source for source, _ in pairs]
@@ -135,7 +136,7 @@ PRECISION="$PRECISION" DECODE_PRECISION="$DECODE_PRECISION" COOLDOWN_MINUTES="$C
   $AT_MINUTES "$MINUTES" <<'EOF'
 import json, os, re, sys
 import t2t_lite
-from t2t_lite import model_dir, parsing
+from t2t_lite.rundir import checkpoints, run_files
 (work, seconds, decode_seconds, before, after, load_before, load_after, hparams, overrides,
  test), marks = sys.argv[1:11], sys.argv[11:]
 before, after = before.split(), after.split()  # [steal, total] ticks, or empty
@@ -144,26 +145,22 @@ if before and after and int(after[1]) > int(before[1]):
   steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
 sources = open(f"{work}/test.src", encoding="utf-8").read().splitlines()
 gold = open(f"{work}/test.gold", encoding="utf-8").read().splitlines()
-problem = t2t_lite.get_problem(
-    "wsj_parsing", **model_dir.read_json(f"{work}/model/manifest.json")["settings"])
+problem = t2t_lite.get_problem("wsj_parsing", **run_files.read_run(f"{work}/model").data_settings)
 
 
 def result(mark):
   """The scores of the test decode of avg_<mark>."""
   hyps = open(f"{work}/test.{mark}.hyp", encoding="utf-8").read().splitlines()
-  predicted = [problem.example_to_tree(s, h) for s, h in zip(sources, hyps)]
-  # An output "needed repair" when its tree does not linearize back to the output (compared
-  # with XX for every slot but punctuation, the form every target_tags setting reads back to).
-  repaired = sum(parsing.tree_to_example(tree, "punctuation")[1]
-                 != " ".join(parsing.slots_to_tags(h).split())
-                 for tree, h in zip(predicted, hyps))
-  scores = parsing.bracket_f1(gold, predicted)
-  averaged = model_dir.read_json(f"{work}/avg_{mark}/averaged.json")["averaged"]
+  # Decode prints trees over the sentences' words; one that is not needs the repair.
+  gold_trees, predicted = problem.scored_trees(sources, hyps, gold)
+  repaired = sum(tree != h for tree, h in zip(predicted, hyps))
+  scores = problem.bracket_f1(gold_trees, predicted)
+  averaged = run_files.read_json(f"{work}/avg_{mark}/averaged.json")["averaged"]
   return {"precision": round(scores["precision"], 2), "recall": round(scores["recall"], 2),
           "f1": round(scores["f1"], 2), "exact_match": round(scores["exact_match"], 2),
           "sentences": scores["sentences"], "scored": scores["scored"],
           "skipped": scores["skipped"], "rejected": scores["rejected"], "repaired": repaired,
-          "steps": model_dir.checkpoint_step(averaged[-1]), "averaged": len(averaged)}
+          "steps": checkpoints.checkpoint_step(averaged[-1]), "averaged": len(averaged)}
 
 
 results = {mark: result(mark) for mark in marks}

@@ -45,7 +45,7 @@ import tensorflow as tf
 from t2t_lite.data import data_files, scoring
 from t2t_lite.data.problem_base import Problem, ProblemError
 from t2t_lite.data.tokenizers import WordTokenizer
-from t2t_lite.parsing import evalb, treebank
+from t2t_lite.parsing import evalb, tree_constraint, tree_output, treebank
 from t2t_lite.registry import register_problem
 
 logger = logging.getLogger(__name__)
@@ -247,9 +247,14 @@ class WsjParsing(Problem):
     """The TreeConstraint of data_dir's (or model_dir's) vocabulary; None for SentencePiece."""
     if self.vocab_type != "words":
       return None
-    # TensorFlow ops, only for decoding.
-    from t2t_lite.parsing.tree_constraint import TreeConstraint
-    return TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
+    return tree_constraint.TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
+
+  def decode_output_fn(self, data_dir):
+    """What decoding turns an output into, in the graph: a tree over the source's own words
+    (tree_output.py); None for SentencePiece vocabularies, whose outputs are not constrained
+    to be trees and stay linearized."""
+    del data_dir  # The same for every vocabulary of words.
+    return tree_output.tree_output_fn(self.target_tags) if self.vocab_type == "words" else None
 
   # The parsing API (see t2t_lite/parsing/treebank.py).
   def tree_to_example(self, tree_str):
@@ -275,17 +280,19 @@ class WsjParsing(Problem):
     wrapper), else read as linearized trees."""
     if len(hypotheses) != len(references):
       raise scoring.MetricError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    predicted = [self.example_to_tree(s, h) for s, h in zip(sources, hypotheses)]
-    return [self._reference_tree(s, r) for s, r in zip(sources, references)], predicted
+    predicted = [self._as_tree(s, h, repair=True) for s, h in zip(sources, hypotheses)]
+    return [self._as_tree(s, r, repair=False) for s, r in zip(sources, references)], predicted
 
-  def _reference_tree(self, source, reference):
+  def _as_tree(self, source, text, repair):
+    """A tree over the source's words as it is (decode's outputs, gold trees), else a
+    linearized tree repaired into one."""
     try:
-      tree = treebank.parse_tree(reference)
+      tree = treebank.parse_tree(text)
     except treebank.TreeError:  # Not a bracketed tree: a linearized one.
       tree = None
     if tree is not None and tree.words() == source.split():
-      return reference
-    return self.example_to_tree(source, reference, repair_punctuation=False)
+      return text
+    return self.example_to_tree(source, text, repair_punctuation=repair)
 
   def score(self, sources, hypotheses, references):
     """EVALB's bracket scores ("bracket_precision", "bracket_recall", "bracket_f1", exact match,

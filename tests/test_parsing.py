@@ -1,4 +1,5 @@
 """Tree reading, linearization, repair and EVALB scoring (t2t_lite/parsing/treebank.py), and wsj_parsing."""
+import json
 import random
 
 import pytest
@@ -629,3 +630,70 @@ def test_bad_problem_settings_are_one_line_errors(settings, message, tmp_path):
       capture_output=True, text=True)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == f"t2t-lite-datagen: error: {message}"
+
+
+def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(wsj_words_data,
+                                                                             tmp_path, capsys):
+  """One pipeline: decode prints trees over the sentences' own words, and TF Serving's loader
+  (the TF1 session path, in a fresh process) answers the same trees."""
+  import subprocess
+  import sys
+  import tensorflow as tf
+  import t2t_lite
+  from t2t_lite.bin import decode as decode_cli
+  from t2t_lite.decode import export
+  from t2t_lite.rundir import run_files
+  problem, data_dir = wsj_words_data
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
+  model_dir = str(tmp_path / "model")
+  run_files.write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
+  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
+  tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
+  pairs = problem.text_pairs("test", data_dir)[:12]
+  sources = [s for s, _ in pairs]
+  (tmp_path / "in.txt").write_text("".join(s + "\n" for s in sources))
+  settings = ["--beam_size=2", "--alpha=0.3", "--extra_length=100"]
+  assert decode_cli.main(["--model_dir", model_dir, "--input_file", str(tmp_path / "in.txt"),
+                          "--no_progress", *settings]) == 0
+  decoded = capsys.readouterr().out.splitlines()
+  path = export.export_model_dir(model_dir, str(tmp_path / "export"), beam_size=2, alpha=0.3,
+                                 extra_length=100)
+  client = ("import json, sys, numpy, tensorflow as tf\n"
+            "with tf.Graph().as_default(), tf.compat.v1.Session() as s:\n"
+            "  g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])\n"
+            "  sig = g.signature_def['serving_default']\n"
+            "  out = s.run(sig.outputs['outputs'].name,\n"
+            "              {sig.inputs['inputs'].name: numpy.array(sys.argv[2:], object)})\n"
+            "print(json.dumps([o.decode() for o in out]))\n")
+  run = subprocess.run([sys.executable, "-c", client, path, *sources], capture_output=True,
+                       text=True, check=True)
+  served = json.loads(run.stdout.splitlines()[-1])
+  assert served == decoded
+  for source, tree in zip(sources, decoded):
+    assert treebank.parse_tree(tree).words() == source.split(), tree
+  references = [t for _, t in pairs]
+  assert problem.score(sources, served, references) == problem.score(sources, decoded,
+                                                                      references)
+  assert problem.score(sources, decoded, references)["bracket_scored"] == 12
+
+
+_DOG = "The Dog barked at Rex ."
+
+
+@pytest.mark.parametrize("tags, target, source", [
+    ("all", "(S (NP DT NN )NP (VP VBD (PP IN (NP NNP )NP )PP )VP . )S", _DOG),
+    ("words", "(S (NP The <unk-capital> )NP (VP barked (PP at (NP Rex )NP )PP )VP . )S", _DOG),
+    ("punctuation", "(S (NP XX XX )NP (VP XX (PP XX (NP XX )NP )PP )VP , )S", _DOG),
+    # A word tagged as punctuation, and "'" closing a "`" quote or a possessive (by context).
+    ("punctuation", "(S `` , '' , (NP XX )NP XX XX (VP XX )VP . )S",
+     "` Hi ' , he ' s said ."),
+    ("punctuation", "(S (NP XX )NP (VP XX )VP XX '' XX ` XX ' ' . )S",
+     "he said ' '' so ` yes ' ' ."),
+])
+def test_the_in_graph_trees_are_the_repaired_trees_of_constrained_outputs(tags, target, source):
+  import tensorflow as tf
+  from t2t_lite.parsing import tree_output
+  trees = tree_output.tree_output_fn(tags)(tf.constant([source]), tf.constant([[target]]))
+  expected = treebank.example_to_tree(
+      source, treebank.slots_to_tags(target) if tags == "words" else target)
+  assert trees.numpy()[0, 0].decode() == expected

@@ -110,13 +110,13 @@ def main(argv=None):
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
   tokenizer = translator.tokenizer
-  encoded = translator.encode([args.text])
-  if encoded.truncated:
+  source_ids = list(tokenizer.encode(args.text, add_eos=True))
+  if len(source_ids) > translator.max_input_length:
     print(f"t2t-lite-attention: warning: --text is longer than {translator.max_input_length} "
           "tokens: truncated", file=sys.stderr)
-  source_ids = encoded.ids[0]
+    source_ids = source_ids[:translator.max_input_length - 1] + [EOS_ID]
   if args.target is None:
-    (target,), _ = translator.translate_encoded(encoded)
+    (target,), _ = translator.translate([args.text])
   else:
     target = args.target
   target_ids = list(tokenizer.encode(target, add_eos=True))

@@ -2,8 +2,6 @@
 import logging
 import sys
 
-from t2t_lite.errors import T2TLiteError
-
 
 def fail(prog, message, exit_status=2):
   """Prints `prog: error: message` on stderr (one line) and returns the exit status."""

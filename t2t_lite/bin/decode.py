@@ -3,11 +3,16 @@
   t2t-lite-decode --model_dir=runs/ende --input_file=test.en --output_file=test.de.out \\
       --reference_file=test.de
   echo "A man rides a horse." | t2t-lite-decode --model_dir=runs/ende
+  t2t-lite-decode --model_dir=runs/a --model_dir=runs/b --n_best=4 --input_file=test.en
 
 One output line per input line, in input order (lines are decoded in batches of similar length,
-longest first). An empty input line gives an empty output line; a line longer than the
-model's max_length tokens is cut to it, with a warning naming the line. Beam size, alpha and
-the extra output length default to hparams.json's, else the problem's (the paper: 4, 0.6, 50).
+longest first): the problem's form of an output (a parser's tree). An empty input line gives an
+empty output line; a line longer than the model's max_length tokens is cut to it, with a
+warning naming the line. Beam size, alpha and the extra output length default to
+hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
+format ("i ||| output ||| score", N a line); --sample draws outputs instead (docs/decoding.md);
+several --model_dir decode as one ensemble; --with_alignments adds word alignments. It runs
+the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py).
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
@@ -21,12 +26,13 @@ import logging
 import os
 import sys
 
+import numpy as np
 import tensorflow as tf
 import tqdm
 
-from t2t_lite.decode import translation
-from t2t_lite.data import scoring
 from t2t_lite.bin import cli, flags
+from t2t_lite.data import scoring
+from t2t_lite.decode import search, translation
 from t2t_lite.decode.translation import DecodingError
 from t2t_lite.errors import T2TLiteError
 
@@ -98,22 +104,45 @@ def check_output_file(path):
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
-  flags.add_model_flags(parser)
+  flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--input_file", default="-", help="one sentence a line; - = stdin")
   parser.add_argument("--output_file", default="-", help="- = stdout")
   parser.add_argument("--reference_file", default=None,
-                      help="references, one a line: print the problem's scores (stderr, JSON)")
+                      help="references, one a line: print the problem's scores (stderr, JSON) "
+                           "of the best outputs")
   parser.add_argument("--evalb_report", default=None,
                       help="parsing, with --reference_file: write EVALB's per-sentence report here")
   flags.add_beam_flags(parser)
+  flags.add_sampling_flags(parser)
+  parser.add_argument("--with_alignments", action="store_true",
+                      help="append ' ||| ' and each output's word alignment to its source, "
+                           "Pharaoh pairs 's-t' of 0-based word indices (from the last decoder "
+                           "layer's attention)")
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut, with a warning (default: hparams max_length)")
   parser.add_argument("--xla", action="store_true",
-                      help="XLA-compile the beam search (one compilation per batch shape)")
+                      help="XLA-compile the search (one compilation per batch shape)")
   parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
+
+
+def output_lines(results, n_best, with_alignments):
+  """The lines decode writes: one output a line; with n_best > 1 Moses' n-best format,
+  "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (slots the
+  search could not fill left out); with alignments, " ||| s-t ..." after the output."""
+  lines = []
+  for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"])):
+    alignments = results["alignments"][i] if with_alignments else [None] * len(outputs)
+    for output, score, links in zip(outputs, scores, alignments):
+      if n_best == 1:
+        lines.append(output if links is None else f"{output} ||| {links}")
+        break
+      if score > search.beam_search.NEG_INF / 2:
+        line = f"{i} ||| {output} ||| {score:.6f}"
+        lines.append(line if links is None else f"{line} ||| {links}")
+  return lines
 
 
 def main(argv=None):
@@ -131,28 +160,30 @@ def main(argv=None):
       raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
                                 f"{args.input_file} has {len(lines)}")
     translator = translation.Translator.from_model_dir(
-        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
-        extra_length=args.extra_length, max_input_length=args.max_input_length,
-        jit_compile=args.xla, precision=args.precision)
+        flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
+        jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
+        **flags.decode_settings(args))
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
-  loaded = translator.loaded
+  loaded, settings = translator.loaded, translator.settings
   if args.evalb_report and not hasattr(loaded.problem, "evalb_report"):
     return cli.fail(PROG, f"--evalb_report is for parsing problems, not {loaded.problem.name}")
-  logger.info("decoding %d lines with %s (beam %d, alpha %g, max output = input + %d)",
-              len(lines), loaded.checkpoint, translator.settings.beam_size,
-              translator.settings.alpha, translator.settings.extra_length)
-  encoded = translator.encode(lines)
-  for i in encoded.truncated:
+  how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
+         f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
+         else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
+  logger.info("decoding %d lines with %s (%s, max output = input + %d)", len(lines),
+              ", ".join(loaded.checkpoints), how, settings.extra_length)
+  with tqdm.tqdm(total=len(lines), unit="sent", file=sys.stderr,
+                 disable=args.no_progress) as bar:
+    results = translator.decode_lines(lines, args.batch_size, progress=bar.update)
+  for i in np.flatnonzero(results["truncated"]):
     logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
                    translator.max_input_length)
-  with tqdm.tqdm(total=sum(1 for ids in encoded.ids if ids), unit="sent", file=sys.stderr,
-                 disable=args.no_progress) as bar:
-    texts, _ = translator.translate_encoded(encoded, args.batch_size, progress=bar.update)
-  write_lines(args.output_file, texts)
+  write_lines(args.output_file, output_lines(results, settings.n_best, args.with_alignments))
   if references is not None:
+    texts = [outputs[0] for outputs in results["outputs"]]
     scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:

@@ -20,7 +20,7 @@ from t2t_lite.errors import T2TLiteError
 
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-export", description=__doc__.split("\n")[0])
-  flags.add_model_flags(parser)
+  flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--export_dir", required=True,
                       help="TF Serving's --model_base_path: the export goes to a new "
                            "<export_dir>/<version>/")
@@ -28,6 +28,8 @@ def parse_args(argv):
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")
+  parser.add_argument("--with_alignments", action="store_true",
+                      help="serving_default also answers each output's word alignment")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -37,9 +39,9 @@ def main(argv=None):
   cli.configure_logging(args.verbose, logging.WARNING)
   try:
     path = export.export_model_dir(
-        args.model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
-        beam_size=args.beam_size, alpha=args.alpha, extra_length=args.extra_length,
-        max_input_length=args.max_input_length, precision=args.precision)
+        flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
+        max_input_length=args.max_input_length, precision=args.precision,
+        with_alignments=args.with_alignments, **flags.decode_settings(args))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-export", e, e.exit_status)
   print(path)

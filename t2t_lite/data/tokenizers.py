@@ -112,6 +112,11 @@ class SentencePieceTokenizer(_Tokenizer):
     """Every id's piece, in id order (what a fine-tuned run's vocabulary is matched by)."""
     return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
 
+  def word_starts(self, ids):
+    """int32 [N, T] -> bool [N, T]: whether each piece begins a word (its "▁"), in the graph:
+    how word alignments map pieces back to words."""
+    return tf.strings.regex_full_match(self._tf_sp.id_to_string(ids), "\u2581.*")
+
   def encode(self, text, add_eos=False):
     return self._sp.encode(text, add_eos=add_eos)
 
@@ -154,6 +159,10 @@ class WordTokenizer(_Tokenizer):
   def pieces(self):
     """Every id's word, in id order."""
     return list(self.vocabulary)
+
+  def word_starts(self, ids):
+    """int32 [N, T] -> bool [N, T]: every token is a word."""
+    return tf.ones_like(ids, tf.bool)
 
   def encode(self, text, add_eos=False):
     ids = [self._ids.get(w, UNK_ID) for w in text.split()]

@@ -123,20 +123,88 @@ def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, cache
       mask_state=mask_state)
 
 
-def sequence_scores(model, inputs, outputs, alpha):
-  """Length-penalised log P(outputs | inputs) under the model, as beam search scores them.
+def sample(model, inputs, *, num_samples, temperature, top_k, top_p, seed, extra_length,
+           max_lengths=None, constraint=None):
+  """Ancestral sampling: inputs int32 [B, S] -> (ids int32 [B, N, L], log P float32 [B, N]).
 
-  inputs int32 [B, S]; outputs int32 [B, T], each cut after its first EOS (0s after it).
-  Returns float32 [B]: sum of log-probs (PAD excluded from the softmax, as in `beams`)
-  of the tokens up to and including EOS / lp(|Y|).
+  Each of the N samples of a sentence draws token after token from the model's distribution,
+  its logits divided by `temperature` (towards 0: greedy), restricted to the `top_k` most
+  likely tokens (0: all) and to the smallest set of most likely tokens whose probability
+  reaches `top_p` (nucleus sampling; 1: all), after the constraint's mask. The draws are
+  stateless: the same seed and inputs give the same samples. Scores are log P(Y) of the
+  sample under the model (no temperature, no length penalty). Ids end in EOS (or at the
+  sentence's maximum length), 0-padded, as `beams`.
   """
+  inputs = tf.convert_to_tensor(inputs, tf.int32)
+  batch, n = tf.shape(inputs)[0], num_samples
+  rows = tf.repeat(inputs, n, axis=0)  # [B*N, S]: sentence b's samples are rows b*N .. b*N+N-1
+  encoder_output, inputs_mask = model.encode(rows, training=False)
+  cache = model.init_cache(encoder_output, inputs_mask)
+  if max_lengths is None:
+    max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length
+  else:
+    max_lengths = tf.repeat(tf.convert_to_tensor(max_lengths, tf.int32), n, axis=0)
+  length = tf.shape(inputs)[1] + extra_length
+  if model.hparams.position_encoding == "learned":
+    length = tf.minimum(length, model.hparams.max_length)
+  mask_state = () if constraint is None else constraint.initial_state(rows, max_lengths)
+
+  def body(i, ids, logprobs, done, cache, mask_state):
+    previous = tf.gather(ids, tf.maximum(i - 1, 0), axis=1) * tf.cast(i > 0, tf.int32)  # [B*N]
+    logits, cache = model.decode_step(previous, i, cache)  # [B*N, V]
+    logits = tf.cast(logits, tf.float32) + tf.one_hot(PAD_ID, tf.shape(logits)[-1],
+                                                      on_value=beam_search.NEG_INF)
+    if constraint is not None:
+      logits, mask_state = constraint.mask_logits(previous, i, mask_state, logits)
+    token = _draw(logits, temperature, top_k, top_p, tf.stack([seed, i]))  # [B*N]
+    token = tf.where(done, PAD_ID, token)
+    logprob = tf.gather(tf.nn.log_softmax(logits), token, batch_dims=1)
+    logprobs += tf.where(done, 0.0, logprob)
+    ids = tf.tensor_scatter_nd_update(  # position i of every row
+        ids, tf.stack([tf.range(tf.shape(ids)[0]), tf.fill(tf.shape(token), i)], axis=1), token)
+    done = done | tf.equal(token, EOS_ID) | (i + 1 >= max_lengths)
+    return i + 1, ids, logprobs, done, cache, mask_state
+
+  count = batch * n
+  state = (tf.constant(0), tf.zeros([count, length], tf.int32), tf.zeros([count]),
+           tf.zeros([count], tf.bool), cache, mask_state)
+  _, ids, logprobs, _, _, _ = tf.while_loop(  # The caches' slot axes have no static size.
+      lambda i, ids, logprobs, done, *_: (i < length) & ~tf.reduce_all(done), body, state)
+  return (tf.reshape(ids, [batch, n, length]), tf.reshape(logprobs, [batch, n]))
+
+
+def _draw(logits, temperature, top_k, top_p, seed):
+  """One token a row of logits float32 [N, V] -> int32 [N] (see `sample`)."""
+  logits = logits / tf.maximum(tf.cast(temperature, tf.float32), 1e-6)
+  if top_k:
+    kth = tf.math.top_k(logits, top_k).values[:, -1:]  # [N, 1]
+    logits = tf.where(logits < kth, beam_search.NEG_INF, logits)
+  if top_p < 1.0:
+    probs = tf.sort(tf.nn.softmax(logits), direction="DESCENDING")  # [N, V]
+    before = tf.cumsum(probs, axis=1, exclusive=True)  # mass of the tokens ranked above
+    least = tf.reduce_min(tf.where(before < top_p, probs, 2.0), axis=1, keepdims=True)
+    logits = tf.where(tf.nn.softmax(logits) < least, beam_search.NEG_INF, logits)
+  return tf.cast(tf.random.stateless_categorical(logits, 1, seed)[:, 0], tf.int32)
+
+
+def target_logprobs(model, inputs, outputs):
+  """Forced decoding: log P(outputs | inputs) under the model (PAD excluded from the softmax,
+  as in `beams`): inputs int32 [B, S]; outputs int32 [B, T], each ending in EOS, 0-padded ->
+  (sum of the log-probabilities float32 [B], tokens int32 [B], EOS included)."""
   outputs = tf.convert_to_tensor(outputs, tf.int32)
-  logits = model({"inputs": inputs, "targets": outputs}, training=False)  # [B, T, V]
+  logits = tf.cast(model({"inputs": inputs, "targets": outputs}, training=False), tf.float32)
   logits += tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=beam_search.NEG_INF)
   logprobs = tf.gather(tf.nn.log_softmax(logits), outputs, batch_dims=2)  # [B, T]
-  real = tf.cast(tf.not_equal(outputs, PAD_ID), tf.float32)
-  lengths = tf.reduce_sum(real, axis=1)
-  return tf.reduce_sum(logprobs * real, axis=1) / beam_search.length_penalty(lengths, alpha)
+  real = tf.not_equal(outputs, PAD_ID)
+  return (tf.reduce_sum(tf.where(real, logprobs, 0.0), axis=1),
+          tf.reduce_sum(tf.cast(real, tf.int32), axis=1))
+
+
+def sequence_scores(model, inputs, outputs, alpha):
+  """Length-penalised log P(outputs | inputs) under the model, as beam search scores them:
+  outputs int32 [B, T], each cut after its first EOS (0s after it) -> float32 [B]."""
+  logprob, tokens = target_logprobs(model, inputs, outputs)
+  return logprob / beam_search.length_penalty(tokens, alpha)
 
 
 def trim_at_eos(ids):

@@ -1,11 +1,19 @@
-"""Translating text with a trained Transformer: the decoding settings, `Translator`, the API.
+"""Decoding: the one pipeline from text to text that t2t-lite-decode, `t2t_lite.translate()`, the
+dev metric of training runs and every signature of the exported SavedModel run.
 
   texts, scores = t2t_lite.translate(model_dir, ["A man rides a horse."], beam_size=4, alpha=0.6)
 
-`DecodeSettings` holds beam size, alpha and extra length, resolved in one place with one rule:
-a value given by the caller (a flag), else hparams.json's, else the problem's (section 6.1).
-`Translator` adds the vocabulary and batching by length to the in-graph search of
-t2t_lite/decode/search.py; `loading.load` restores what the trainer wrote.
+`Translator.decode_text(strings [B])` is one tf.function: invalid UTF-8 replaced by U+FFFD,
+blank lines left blank, tokenization, truncation to max_input_length (flagged, never silent),
+the search (beam search with its N best, or sampling) under the problem's constraint,
+detokenization, the problem's own form of an output (a parser's trees) and, if asked, word
+alignments. The SavedModel's signatures are this function (t2t_lite/decode/export.py), and
+`Translator.translate(lines)` calls it on batches of lines of similar length.
+
+`DecodeSettings` says how to search, resolved in one place with one rule: a value given by the
+caller (a flag), else hparams.json's, else the problem's (section 6.1).
+
+Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L output length.
 """
 import dataclasses
 import logging
@@ -16,10 +24,12 @@ import tensorflow as tf
 
 from t2t_lite.data.problem_base import ProblemError
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-from t2t_lite.decode import loading, search
+from t2t_lite.decode import alignment, loading, search
 from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
+# Whitespace as Python's str.isspace() sees it (RE2's \s is ASCII only; \p{Z}: separators).
+_BLANK = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
 
 
 class DecodingError(T2TLiteError, ValueError):
@@ -28,175 +38,284 @@ class DecodingError(T2TLiteError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
-  """How to search: beam size, length penalty alpha, max output = source length + extra_length."""
+  """How to search. Beam search (section 6.1): beam size, length penalty alpha, max output =
+  source length + extra_length, and the n_best best outputs a sentence. Or sampling
+  (`sample`): n_best samples a sentence drawn with `temperature`, from the `top_k` most likely
+  tokens (0: all) and the nucleus of probability `top_p` (1: all), from `seed`."""
   beam_size: int
   alpha: float
   extra_length: int
+  n_best: int = 1
+  sample: bool = False
+  temperature: float = 1.0
+  top_k: int = 0
+  top_p: float = 1.0
+  seed: int = 0
 
   def __post_init__(self):
-    if self.beam_size < 1:
-      raise DecodingError(f"beam_size must be >= 1, got {self.beam_size}")
-    if self.alpha < 0:
-      raise DecodingError(f"alpha must be >= 0, got {self.alpha}")
-    if self.extra_length < 1:
-      raise DecodingError(f"extra_length must be >= 1, got {self.extra_length}")
+    checks = (("beam_size", self.beam_size >= 1, ">= 1"), ("alpha", self.alpha >= 0, ">= 0"),
+              ("extra_length", self.extra_length >= 1, ">= 1"),
+              ("n_best", self.n_best >= 1, ">= 1"), ("temperature", self.temperature > 0, "> 0"),
+              ("top_k", self.top_k >= 0, ">= 0"), ("top_p", 0 < self.top_p <= 1, "in (0, 1]"))
+    for name, ok, wanted in checks:
+      if not ok:
+        raise DecodingError(f"{name} must be {wanted}, got {getattr(self, name)}")
+    if not self.sample and self.n_best > self.beam_size:
+      raise DecodingError(f"n_best={self.n_best} is more than beam_size={self.beam_size}: a beam "
+                          f"search keeps beam_size outputs; raise --beam_size")
 
   @classmethod
-  def resolve(cls, problem, hparams=None, *, beam_size=None, alpha=None, extra_length=None):
-    """Each setting: the argument (a flag) if not None, else hparams' if set, else the
-    problem's class default. The one place where these three sources meet."""
-    given = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length)
+  def resolve(cls, problem, hparams=None, **given):
+    """beam_size, alpha, extra_length: the argument (a flag) if not None, else hparams' if
+    set, else the problem's class default. The one place where these three sources meet.
+    Other fields: the argument, else their default."""
     values = {}
-    for field in dataclasses.fields(cls):
-      for source in (given.get(field.name), getattr(hparams, field.name, None),
-                     getattr(problem, field.name)):
+    for name in ("beam_size", "alpha", "extra_length"):
+      for source in (given.pop(name, None), getattr(hparams, name, None),
+                     getattr(problem, name)):
         if source is not None:
-          values[field.name] = source
+          values[name] = source
           break
-    return cls(**values)
+    return cls(**values, **{k: v for k, v in given.items() if v is not None})
 
   def as_kwargs(self):
     return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass
-class Encoded:
-  """Source ids of one batch of lines, and what happened to them."""
-  ids: list  # per line: token ids ending in EOS; [] for an empty line
-  truncated: list  # 0-based indices of lines cut to the maximum input length
+class Translator(tf.Module):
+  """Text in, text out, through one in-graph function (see the module docstring).
 
-
-class Translator:
-  """Text in, text out: tokenizes, decodes in length-sorted batches, detokenizes.
-
-  Without XLA one traced decoder serves every shape. With jit_compile=True, one is compiled per
-  (batch, source length) shape: batches are padded to `batch_size` rows and sources to a
-  multiple of `length_multiple` tokens, so that few shapes (and compilations) are needed.
+  Args:
+    model: a Transformer, or an ensemble.Ensemble of several.
+    tokenizer: the problem's tokenizer.
+    **settings: DecodeSettings' fields.
+    max_input_length: longer inputs are cut to it, EOS included (default: hparams.max_length).
+    jit_compile: XLA-compile the search (once for every batch and source length; lines are
+      padded to multiples of `length_multiple` tokens to bound them).
+    constraint: the problem's output constraint (e.g. a parser's grammar; search.beams).
+    output_fn: the problem's in-graph form of its outputs, (sources string [B], outputs string
+      [B, N]) -> string [B, N] (e.g. a parser's trees over the source words), or None.
+    with_alignments: also give each output's word alignment to its source.
   """
 
-  def __init__(self, model, tokenizer, *, beam_size, alpha, extra_length, max_input_length=None,
-               jit_compile=False, length_multiple=8, constraint=None):
+  def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
+               length_multiple=8, constraint=None, output_fn=None, with_alignments=False,
+               **settings):
+    super().__init__(name="translator")
     self.model, self.tokenizer = model, tokenizer
-    self.settings = DecodeSettings(beam_size, alpha, extra_length)
+    self.settings = DecodeSettings(**settings)
     self.max_input_length = max_input_length or model.hparams.max_length
-    self.jit_compile = jit_compile
-    self.length_multiple = length_multiple
-    self.constraint = constraint  # e.g. a parser's grammar (search.beams)
+    if self.max_input_length < 2:
+      raise DecodingError(f"max_input_length must be >= 2 (a token and EOS), got "
+                          f"{self.max_input_length}")
+    self.jit_compile, self.length_multiple = jit_compile, length_multiple
+    self.constraint, self.output_fn = constraint, output_fn
+    self.with_alignments = with_alignments
+    self._options = dict(max_input_length=max_input_length, jit_compile=jit_compile,
+                         length_multiple=length_multiple, constraint=constraint,
+                         output_fn=output_fn, with_alignments=with_alignments, **settings)
     self.loaded: Optional[loading.LoadedModel] = None  # Set by from_model_dir.
-    if jit_compile:  # XLA compiles per shape anyway: one trace per (batch, length) bucket.
-      self._decode = tf.function(self._best, jit_compile=True)
-    else:  # One trace for every shape.
-      self._decode = tf.function(self._best, input_signature=[
-          tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
+    self._search = (tf.function(self._search_ids, jit_compile=True) if jit_compile
+                    else self._search_ids)
+    self.decode_text = tf.function(self._decode_text, input_signature=[
+        tf.TensorSpec([None], tf.string, name="inputs")])
+    self.decode_ids = tf.function(self._decode_ids, input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name="inputs")])
+    self.score_text = tf.function(self._score_text, input_signature=[
+        tf.TensorSpec([None], tf.string, name="sources"),
+        tf.TensorSpec([None], tf.string, name="targets")])
 
   @classmethod
-  def from_model_dir(cls, model_dir, checkpoint_path=None, beam_size=None, alpha=None,
-                     extra_length=None, precision="none", **kwargs):
-    """The model of model_dir, computing in `precision` (precision.py); settings left None
-    resolved by `DecodeSettings.resolve`."""
+  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="none", **kwargs):
+    """The model of model_dir (or an ensemble: a list of model_dirs), computing in
+    `precision` (mixed_precision.py); decoding settings left None resolved by
+    DecodeSettings.resolve; the problem's constraint and output form."""
     loaded = loading.load(model_dir, checkpoint_path, precision)
-    settings = DecodeSettings.resolve(loaded.problem, loaded.hparams, beam_size=beam_size,
-                                      alpha=alpha, extra_length=extra_length)
-    kwargs.setdefault("constraint", problem_constraint(loaded.problem, model_dir))
+    names = [f.name for f in dataclasses.fields(DecodeSettings)]
+    settings = DecodeSettings.resolve(
+        loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})
+    directory = loaded.model_dirs[0]
+    kwargs.setdefault("constraint", _problem_hook(loaded.problem, "decode_constraint", directory))
+    kwargs.setdefault("output_fn", _problem_hook(loaded.problem, "decode_output_fn", directory))
     translator = cls(loaded.model, loaded.tokenizer, **settings.as_kwargs(), **kwargs)
     translator.loaded = loaded
     return translator
 
-  @property
-  def beam_size(self):
-    return self.settings.beam_size
+  def with_options(self, **changes):
+    """A Translator of the same model with some options or settings changed."""
+    other = type(self)(self.model, self.tokenizer, **dict(self._options, **changes))
+    other.loaded = self.loaded
+    return other
 
-  @property
-  def alpha(self):
-    return self.settings.alpha
+  beam_size = property(lambda self: self.settings.beam_size)
+  alpha = property(lambda self: self.settings.alpha)
+  extra_length = property(lambda self: self.settings.extra_length)
 
-  @property
-  def extra_length(self):
-    return self.settings.extra_length
+  # ------------------------------------------------------------------ in the graph
+  def _decode_text(self, inputs):
+    """string [B] -> {"outputs": string [B, N], "scores": float32 [B, N], "truncated": bool
+    [B] (and "alignments": string [B, N], Pharaoh "s-t" pairs of words)}."""
+    inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
+    text = _valid_utf8(inputs)
+    blank = tf.strings.regex_full_match(text, _BLANK)  # [B], as Python's not line.strip()
+    result = self._decode_tokens(self.tokenizer.tokenize(text), blank)
+    ids = result.pop("ids")  # [B, N, L]
+    batch, n = tf.shape(ids)[0], tf.shape(ids)[1]
+    flat = self.tokenizer.detokenize(tf.reshape(ids, [batch * n, -1]))  # [B*N]
+    outputs = tf.reshape(_valid_utf8(flat), [batch, n])
+    if self.output_fn is not None:
+      outputs = tf.where(blank[:, None], "", self.output_fn(text, outputs))
+    return dict(result, outputs=outputs)
 
-  def _best(self, inputs, max_lengths):
-    return search.best(self.model, inputs, max_lengths=max_lengths,
-                       static_shapes=self.jit_compile, constraint=self.constraint,
-                       **self.settings.as_kwargs())
+  def _decode_ids(self, inputs):
+    """int32 [B, S] 0-padded (an EOS, if any, ends a row) -> {"outputs": int32 [B, N, L]
+    0-padded without EOS, "scores", "truncated"}."""
+    inputs = tf.ensure_shape(inputs, [None, None], name="inputs_must_be_a_matrix_of_ids")
+    checks = [
+        tf.debugging.assert_non_negative(inputs, message="input ids must be >= 0"),
+        tf.debugging.assert_less(inputs, self.model.vocab_size,
+                                 message=f"input ids must be < vocab_size={self.model.vocab_size}")]
+    with tf.control_dependencies(checks):
+      tokens = tf.ragged.boolean_mask(inputs, tf.not_equal(search.trim_at_eos(inputs), PAD_ID))
+    result = self._decode_tokens(tokens, tf.zeros([tf.shape(inputs)[0]], tf.bool))
+    result["outputs"] = result.pop("ids")
+    result.pop("alignments", None)
+    return result
 
-  def encode(self, lines):
-    """Source ids (EOS-terminated, cut to max_input_length) of each line; [] for empty lines."""
-    ids, truncated = [], []
-    for i, line in enumerate(lines):
-      if not line.strip():
-        ids.append([])
-        continue
-      tokens = list(self.tokenizer.encode(line, add_eos=True))
-      if len(tokens) > self.max_input_length:
-        tokens = tokens[:self.max_input_length - 1] + [EOS_ID]
-        truncated.append(i)
-      ids.append(tokens)
-    return Encoded(ids, truncated)
+  def _source(self, tokens):
+    """ragged [B, (T)] tokens without EOS -> (inputs int32 [B, S] with EOS, truncated [B])."""
+    truncated = tokens.row_lengths() > self.max_input_length - 1  # [B]
+    tokens = tokens[:, :self.max_input_length - 1]
+    eos = tf.RaggedTensor.from_tensor(tf.fill([tokens.nrows(), 1], EOS_ID))
+    inputs = tf.concat([tokens, eos], axis=1).to_tensor(PAD_ID)  # [B, S]
+    if self.jit_compile:  # Few lengths, few XLA compilations.
+      inputs = tf.pad(inputs, [[0, 0], [0, (-tf.shape(inputs)[1]) % self.length_multiple]])
+    return inputs, truncated, tf.cast(tokens.row_lengths(), tf.int32)
 
-  def _decode_batch(self, sources, batch_size=None):
-    """EOS-terminated id lists, decoded at once -> (best ids without EOS each, scores)."""
-    length = max(len(s) for s in sources)
-    if self.jit_compile:  # Few distinct shapes: few compilations.
-      length = -(-length // self.length_multiple) * self.length_multiple
-    rows = len(sources) if batch_size is None else batch_size
-    inputs = np.zeros([rows, length], np.int32)
-    max_lengths = np.ones([rows], np.int32)  # padding rows: [EOS] -> stop after one step
-    inputs[:, 0] = EOS_ID
-    for i, source in enumerate(sources):
-      inputs[i, :] = 0
-      inputs[i, :len(source)] = source
-      max_lengths[i] = len(source) + self.settings.extra_length
-    ids, scores = self._decode(tf.constant(inputs), tf.constant(max_lengths))
-    ids, scores = ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
-    return [[int(t) for t in row if t != PAD_ID] for row in ids], [float(s) for s in scores]
+  def _decode_tokens(self, tokens, blank):
+    """-> {"ids": int32 [B, N, L] without EOS, 0-padded, "scores" [B, N], "truncated" [B]};
+    no ids and score 0 for blank or empty inputs."""
+    inputs, truncated, lengths = self._source(tokens)
+    empty = blank | tf.equal(lengths, 0)  # [B]
+    # Empty inputs decode one step only (their output is replaced by nothing below).
+    max_lengths = tf.where(empty, 1, lengths + 1 + self.settings.extra_length)
+    ids, scores = self._search(inputs, max_lengths)  # [B, N, L] with EOS, [B, N]
+    ids = tf.where(empty[:, None, None], PAD_ID, ids)
+    result = {"scores": tf.where(empty[:, None], 0.0, scores),
+              "truncated": truncated & ~blank}
+    if self.with_alignments:
+      result["alignments"] = tf.where(empty[:, None], "", alignment.pharaoh(
+          self.model, self.tokenizer, inputs, ids))
+    trimmed = search.trim_at_eos(tf.reshape(ids, [-1, tf.shape(ids)[2]]))
+    trimmed = tf.reshape(trimmed, tf.shape(ids))
+    width = tf.reduce_max(tf.reduce_sum(tf.cast(trimmed != PAD_ID, tf.int32), axis=2))
+    return dict(result, ids=trimmed[:, :, :width])
 
-  def translate(self, lines, batch_size=32, progress=None):
-    """Translates lines -> (texts, scores), in input order. Empty lines give "" (score 0).
+  def _search_ids(self, inputs, max_lengths):
+    s = self.settings
+    if s.sample:
+      return search.sample(self.model, inputs, num_samples=s.n_best, temperature=s.temperature,
+                           top_k=s.top_k, top_p=s.top_p, seed=s.seed,
+                           extra_length=s.extra_length, max_lengths=max_lengths,
+                           constraint=self.constraint)
+    ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
+                               extra_length=s.extra_length, max_lengths=max_lengths,
+                               constraint=self.constraint)
+    return ids[:, :s.n_best], scores[:, :s.n_best]
 
-    Lines are decoded in batches of `batch_size`, longest first (similar lengths together, and
-    the slowest batch is found early). `progress(n)` is called after each batch with the number
-    of lines done. Lines longer than max_input_length tokens are cut (see `encode`).
-    """
-    return self.translate_encoded(self.encode(lines), batch_size, progress)
+  def _score_text(self, sources, targets):
+    """Forced decoding: string [B] sources and targets -> {"logprob": log P(target + EOS |
+    source) float32 [B], "tokens": int32 [B] (EOS included), "score": logprob / lp(tokens)
+    with the settings' alpha, as beam search ranks outputs, "truncated": bool [B]}."""
+    inputs, truncated, _ = self._source(self.tokenizer.tokenize(_valid_utf8(sources)))
+    target_ids = self.tokenizer.tokenize(_valid_utf8(targets), add_eos=True).to_tensor(PAD_ID)
+    logprob, tokens = search.target_logprobs(self.model, inputs, target_ids)
+    return {"logprob": logprob, "tokens": tokens, "truncated": truncated,
+            "score": logprob / search.beam_search.length_penalty(tokens, self.settings.alpha)}
 
-  def translate_encoded(self, encoded, batch_size=32, progress=None):
-    """`translate` of lines already encoded by `encode`."""
-    texts, scores = [""] * len(encoded.ids), [0.0] * len(encoded.ids)
-    order = sorted((i for i, ids in enumerate(encoded.ids) if ids),
-                   key=lambda i: -len(encoded.ids[i]))
+  # ------------------------------------------------------------------ in Python
+  def decode_lines(self, lines, batch_size=32, progress=None):
+    """decode_text over `lines` in batches of `batch_size`, longest first (similar lengths
+    together, and the slowest batch found early) -> a dict of numpy arrays in input order:
+    "outputs" (str [B, N]), "scores" [B, N], "truncated" [B] (and "alignments").
+    `progress(n)` is called after each batch with the number of lines done."""
+    order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
+    results = {}
     for start in range(0, len(order), batch_size):
       chunk = order[start:start + batch_size]
-      pad_to = batch_size if self.jit_compile else None  # one batch shape for XLA
-      outputs, chunk_scores = self._decode_batch([encoded.ids[i] for i in chunk], pad_to)
-      for i, output, score in zip(chunk, outputs, chunk_scores):
-        texts[i] = self.tokenizer.decode(output)
-        scores[i] = score
+      batch = [lines[i] for i in chunk]
+      if self.jit_compile:  # One batch shape for XLA: padded with blank lines.
+        batch += [""] * (batch_size - len(batch))
+      result = self.decode_text(tf.constant(batch, tf.string))
+      for key, value in result.items():
+        value = value.numpy()[:len(chunk)]
+        if value.dtype == object:
+          value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
+        if key not in results:
+          results[key] = np.empty((len(lines),) + value.shape[1:], value.dtype)
+        results[key][chunk] = value
       if progress:
         progress(len(chunk))
+    if not lines:
+      n = self.settings.n_best
+      results = {"outputs": np.empty([0, n], object), "scores": np.empty([0, n], np.float32),
+                 "truncated": np.empty([0], bool)}
+    return results
+
+  def translate(self, lines, batch_size=32, progress=None):
+    """Translates lines -> (texts, scores), in input order: one text and score a line, or with
+    n_best > 1 a list of N a line. Empty lines give "" (score 0); lines longer than
+    max_input_length tokens are cut (with a warning naming them)."""
+    results = self.decode_lines(list(lines), batch_size, progress)
+    for i in np.flatnonzero(results["truncated"]):
+      logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
+                     self.max_input_length)
+    texts, scores = results["outputs"].tolist(), results["scores"].tolist()
+    if self.settings.n_best == 1:
+      return [t[0] for t in texts], [s[0] for s in scores]
     return texts, scores
 
+  def score(self, sources, targets, batch_size=32):
+    """score_text over pairs, in batches -> {"logprob", "tokens", "score", "truncated"} lists."""
+    results = {}
+    for start in range(0, len(sources), batch_size):
+      out = self.score_text(tf.constant(sources[start:start + batch_size], tf.string),
+                            tf.constant(targets[start:start + batch_size], tf.string))
+      for key, value in out.items():
+        results.setdefault(key, []).extend(value.numpy().tolist())
+    return results
 
-def problem_constraint(problem, directory):
-  """The problem's output constraint for the vocabulary in `directory` (a data_dir or
-  model_dir), or None: problems that have one define `decode_constraint(directory)`."""
-  make = getattr(problem, "decode_constraint", None)
+
+def _valid_utf8(strings):
+  """Invalid UTF-8 replaced by U+FFFD, so that every element gets an answer."""
+  return tf.strings.unicode_transcode(strings, input_encoding="UTF-8", output_encoding="UTF-8",
+                                      errors="replace", replacement_char=0xFFFD)
+
+
+def _problem_hook(problem, name, directory):
+  """A problem's decoding hook (decode_constraint, decode_output_fn) for the vocabulary in
+  `directory` (a data_dir or model_dir), or None when the problem has none."""
+  make = getattr(problem, name, None)
   return make(directory) if make is not None else None
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
-              extra_length=None, batch_size=32, precision="none"):
-  """Translates `sentences` with the model in model_dir -> (texts, scores), in order.
+              extra_length=None, batch_size=32, precision="none", **settings):
+  """Translates `sentences` with the model in model_dir (or an ensemble: a list of them) ->
+  (texts, scores), in order.
 
   beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
   4, 0.6, 50). Scores are the length-penalised log-probabilities of the outputs (beam 1:
-  log-probabilities). precision: "none" (float32), "bf16" or "fp16" (precision.py). Builds the
-  model each call: use `Translator.from_model_dir` for many calls.
+  log-probabilities; sampled: log-probabilities). `settings`: DecodeSettings' other fields
+  (n_best: N outputs a sentence, as lists; sample, temperature, top_k, top_p, seed).
+  precision: "none" (float32), "bf16" or "fp16" (mixed_precision.py). Builds the model each
+  call: use `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
     raise DecodingError("translate() takes a list of sentences, got one string")
   translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
                                          alpha=alpha, extra_length=extra_length,
-                                         precision=precision)
+                                         precision=precision, **settings)
   return translator.translate(list(sentences), batch_size=batch_size)
 
 
@@ -215,10 +334,11 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
   translators = {}
 
   def metric_fn(model):
-    if id(model) not in translators:  # One compiled decoder per model, reused every eval.
+    if id(model) not in translators:  # One traced decoder per model, reused every eval.
       translators[id(model)] = Translator(
           model, problem.tokenizer(data_dir), **settings.as_kwargs(),
-          constraint=problem_constraint(problem, data_dir))
+          constraint=_problem_hook(problem, "decode_constraint", data_dir),
+          output_fn=_problem_hook(problem, "decode_output_fn", data_dir))
     hypotheses, _ = translators[id(model)].translate(sources, batch_size)
     scores = problem.score(sources, hypotheses, references)
     return {f"dev_{name}": value for name, value in scores.items()

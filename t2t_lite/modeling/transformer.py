@@ -283,6 +283,15 @@ class Transformer(keras.Model):
     return {"encoder_self": encoder_weights, "decoder_self": self_weights,
             "encoder_decoder": cross_weights}
 
+  def alignment_attention(self, targets, encoder_output, inputs_mask):
+    """What a target token attends to in the source, for word alignments: the last decoder
+    layer's encoder-decoder attention, its heads averaged: targets int [B, T] -> float32
+    [B, T, S] (fairseq's --print-alignment reads the same layer)."""
+    _, _, cross_weights = self.decode(targets, encoder_output, inputs_mask,
+                                      return_attention=True)
+    last = tf.cast(cross_weights[-1], tf.float32)  # [B, H, T, S]
+    return tf.reduce_mean(last, axis=1)  # [B, T, S]
+
   def init_cache(self, encoder_output, inputs_mask, max_decode_length=None):
     """The state of incremental decoding; every leaf has leading dim B (for beam tiling).
 

@@ -1,0 +1,102 @@
+"""t2t-lite-score: the model's log-probability of given outputs (forced decoding), e.g. to filter
+a corpus or rerank an n-best list.
+
+  t2t-lite-score --model_dir=runs/ende --source_file=corpus.en --target_file=corpus.de
+  t2t-lite-decode --model_dir=runs/a --n_best=4 --input_file=test.en > nbest.txt
+  t2t-lite-score --model_dir=runs/b --source_file=test.en --nbest_file=nbest.txt
+
+For each (source, target) pair one line "logprob<TAB>tokens<TAB>score": log P(target + EOS |
+source) under the model (or the ensemble of several --model_dir), the target's tokens with
+EOS, and logprob / lp(tokens) with --alpha (default: the decoding alpha), which is the score beam
+search ranks outputs by. With --nbest_file (Moses' "i ||| output ||| score" lines, as
+t2t-lite-decode --n_best writes them), it writes the same lines with this model's score as a
+fourth field. On stderr, one JSON line: sentences, tokens, the summed log-probability and the
+corpus perplexity exp(-logprob / tokens). Sources longer than max_length are cut, with a
+warning naming the line.
+"""
+import argparse
+import json
+import logging
+import math
+import sys
+
+from t2t_lite.bin import cli, flags
+from t2t_lite.bin.decode import check_output_file, read_lines, write_lines
+from t2t_lite.decode import translation
+from t2t_lite.errors import T2TLiteError
+
+PROG = "t2t-lite-score"
+logger = logging.getLogger(PROG)
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  flags.add_model_flags(parser, ensemble=True)
+  parser.add_argument("--source_file", required=True, help="one source a line")
+  targets = parser.add_mutually_exclusive_group(required=True)
+  targets.add_argument("--target_file", help="one target a line, parallel to --source_file")
+  targets.add_argument("--nbest_file",
+                       help="Moses n-best lines 'i ||| output ||| score' (i: the source line, "
+                            "0-based), e.g. t2t-lite-decode --n_best's")
+  parser.add_argument("--output_file", default="-", help="- = stdout")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="length penalty of the normalised score (default: hparams.json's, "
+                           "else the problem's)")
+  parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch")
+  flags.add_verbose_flag(parser)
+  return parser.parse_args(argv)
+
+
+def read_pairs(args):
+  """(sources, targets, n-best lines or None) of the pairs to score."""
+  sources = read_lines(args.source_file)
+  if args.target_file:
+    targets = read_lines(args.target_file)
+    if len(targets) != len(sources):
+      raise translation.DecodingError(f"{args.target_file} has {len(targets)} lines but "
+                                      f"{args.source_file} has {len(sources)}")
+    return sources, targets, None
+  nbest = read_lines(args.nbest_file)
+  pairs = []
+  for number, line in enumerate(nbest, 1):
+    fields = line.split(" ||| ")
+    if len(fields) < 2 or not fields[0].strip().isdigit() or int(fields[0]) >= len(sources):
+      raise translation.DecodingError(
+          f"{args.nbest_file}:{number}: not an n-best line 'i ||| output ||| ...' with i < "
+          f"{len(sources)}, the lines of {args.source_file}")
+    pairs.append((sources[int(fields[0])], fields[1]))
+  return [s for s, _ in pairs], [t for _, t in pairs], nbest
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  cli.configure_logging(args.verbose, logging.INFO)
+  try:
+    check_output_file(args.output_file)
+    sources, targets, nbest = read_pairs(args)
+    translator = translation.Translator.from_model_dir(
+        flags.model_dirs(args), args.checkpoint_path, precision=args.precision, alpha=args.alpha)
+  except T2TLiteError as e:
+    return cli.fail(PROG, e, e.exit_status)
+  except FileNotFoundError as e:
+    return cli.fail(PROG, e)
+  scored = translator.score(sources, targets, args.batch_size)
+  for i, truncated in enumerate(scored.get("truncated", [])):
+    if truncated:
+      logger.warning("pair %d: source longer than %d tokens (EOS included): truncated", i + 1,
+                     translator.max_input_length)
+  if nbest is None:
+    lines = [f"{logprob:.6f}\t{tokens}\t{score:.6f}" for logprob, tokens, score in
+             zip(scored["logprob"], scored["tokens"], scored["score"])]
+  else:
+    lines = [f"{line} ||| {s:.6f}" for line, s in zip(nbest, scored["score"])]
+  write_lines(args.output_file, lines)
+  logprob, tokens = sum(scored.get("logprob", [])), sum(scored.get("tokens", []))
+  print(json.dumps({"sentences": len(sources), "tokens": tokens, "logprob": logprob,
+                    "perplexity": math.exp(-logprob / tokens) if tokens else None}),
+        file=sys.stderr)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
