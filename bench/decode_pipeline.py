@@ -72,8 +72,10 @@ def main():
   parser.add_argument("--rounds", type=int, default=5)
   args = parser.parse_args()
   work_dir = tempfile.mkdtemp(prefix="decode_pipeline_")
-  tok = synthetic_tokenizer(os.path.join(work_dir, "vocab.model"))
+  # Seeded first: tf.random.set_seed clears TensorFlow's eager kernel cache, and with it the
+  # tf-text SentencePiece resource of a tokenizer built before it.
   keras.utils.set_random_seed(0)
+  tok = synthetic_tokenizer(os.path.join(work_dir, "vocab.model"))
   model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_base"), tok.vocab_size)
   sentences = [" ".join(f"w{(31 * i + j) * 7 % 28000}" for j in range(31)) for i in range(32)]
   configs = {

@@ -124,3 +124,25 @@ def file_hashes(root):
   root = pathlib.Path(root)
   return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
           for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+_TF1_CLIENT = """import json, sys, numpy, tensorflow as tf
+with tf.Graph().as_default(), tf.compat.v1.Session() as s:
+  g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])
+  sig = g.signature_def[sys.argv[2]]
+  out = s.run({k: v.name for k, v in sig.outputs.items()},
+              {sig.inputs['inputs'].name: numpy.array(sys.argv[3:], object)})
+text = lambda v: v.decode() if isinstance(v, bytes) else v
+print(json.dumps({k: numpy.vectorize(text, otypes=[object])(v).tolist() for k, v in out.items()}))
+"""
+
+
+def tf1_serve(export_path, signature, sentences):
+  """The export's answer to `sentences` through TF Serving's loader (the TF1 session path, by
+  tensor name) in a fresh process: {output name: nested lists, strings decoded}."""
+  import json
+  import sys
+  run = subprocess.run([sys.executable, "-c", _TF1_CLIENT, export_path, signature, *sentences],
+                       capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  return json.loads(run.stdout.splitlines()[-1])

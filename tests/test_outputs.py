@@ -7,8 +7,6 @@ The models are transformer_tiny with random weights on algorithmic_reverse's wor
 and alignments, from a model trained to reverse (800 steps, about a minute).
 """
 import json
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -21,6 +19,8 @@ from t2t_lite.bin import score as score_cli
 from t2t_lite.decode import ensemble, export, search, translation
 from t2t_lite.decode.beam_search import NEG_INF, length_penalty
 from t2t_lite.rundir.run_files import write_run_files
+
+from conftest import tf1_serve
 
 LINES = ["3 9 4", "1 2 3 4 5 6", "7 7 0 8", "5", "2 2 2 2 2 2 2 2"]
 
@@ -95,18 +95,7 @@ def test_decode_writes_moses_n_best_lines_and_the_export_answers_them(model_dirs
   assert [int(i) for i, _, _ in rows] == [i for i in range(len(LINES)) for _ in range(3)]
   path = export.export_model_dir(model_dirs[0], str(tmp_path / "export"), beam_size=4,
                                  n_best=3, extra_length=6)
-  # TF Serving's loader: the TF1 session path, by tensor name, in a fresh process.
-  client = ("import json, sys, numpy, tensorflow as tf\n"
-            "with tf.Graph().as_default(), tf.compat.v1.Session() as s:\n"
-            "  g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])\n"
-            "  sig = g.signature_def['translate_n_best']\n"
-            "  out = s.run({k: v.name for k, v in sig.outputs.items()},\n"
-            "              {sig.inputs['inputs'].name: numpy.array(sys.argv[2:], object)})\n"
-            "print(json.dumps({'outputs': [[o.decode() for o in r] for r in out['outputs']],\n"
-            "                  'scores': out['scores'].tolist()}))\n")
-  run = subprocess.run([sys.executable, "-c", client, path, *LINES], capture_output=True,
-                       text=True, check=True)
-  served = json.loads(run.stdout.splitlines()[-1])
+  served = tf1_serve(path, "translate_n_best", LINES)  # TF Serving's loader
   for i, (_, output, score) in enumerate(rows):
     line, rank = divmod(i, 3)
     assert served["outputs"][line][rank] == output
@@ -211,6 +200,30 @@ def test_score_tool_writes_a_line_a_pair_and_the_perplexity(model_dirs, tmp_path
   summary = json.loads(err.splitlines()[-1])
   assert summary["tokens"] == 7 and summary["perplexity"] == pytest.approx(
       np.exp(-sum(float(l) for l, _, _ in rows) / 7), rel=1e-5)
+
+
+def test_score_tool_reranks_decode_n_best_lines_with_their_beam_scores(reversing_model,
+                                                                       tmp_path, capsys):
+  """Scoring decode's own n-best list with the same model and alpha gives back each
+  hypothesis' beam score as a fourth field; a line that is not an n-best line is refused."""
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in LINES))
+  settings = ["--model_dir", reversing_model, "--beam_size=4", "--alpha=0.6"]
+  assert decode_cli.main([*settings, "--n_best=2", "--input_file", str(tmp_path / "in.txt"),
+                          "--output_file", str(tmp_path / "nbest"), "--no_progress"]) == 0
+  assert score_cli.main(["--model_dir", reversing_model, "--alpha=0.6", "--source_file",
+                         str(tmp_path / "in.txt"), "--nbest_file", str(tmp_path / "nbest"),
+                         "--output_file", str(tmp_path / "scored")]) == 0
+  rows = [line.split(" ||| ") for line in (tmp_path / "scored").read_text().splitlines()]
+  assert len(rows) == 2 * len(LINES)
+  for i, output, beam_score, score in rows:
+    assert float(score) == pytest.approx(float(beam_score), abs=1e-4), (i, output)
+  (tmp_path / "bad").write_text("0 ||| 4 9 3 ||| -1.0\n7 ||| 1 ||| -1.0\n")
+  capsys.readouterr()
+  code = score_cli.main(["--model_dir", reversing_model, "--source_file",
+                         str(tmp_path / "in.txt"), "--nbest_file", str(tmp_path / "bad")])
+  assert code == 2 and capsys.readouterr().err == (
+      f"t2t-lite-score: error: {tmp_path / 'bad'}:2: not an n-best line 'i ||| output ||| ...' "
+      f"with i < 5, the lines of {tmp_path / 'in.txt'}\n")
 
 
 # ------------------------------------------------------------------------------ ensembles

@@ -1,5 +1,4 @@
 """Tree reading, linearization, repair and EVALB scoring (t2t_lite/parsing/treebank.py), and wsj_parsing."""
-import json
 import random
 
 import pytest
@@ -636,10 +635,9 @@ def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(ws
                                                                              tmp_path, capsys):
   """One pipeline: decode prints trees over the sentences' own words, and TF Serving's loader
   (the TF1 session path, in a fresh process) answers the same trees."""
-  import subprocess
-  import sys
   import tensorflow as tf
   import t2t_lite
+  from conftest import tf1_serve
   from t2t_lite.bin import decode as decode_cli
   from t2t_lite.decode import export
   from t2t_lite.rundir import run_files
@@ -658,16 +656,7 @@ def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(ws
   decoded = capsys.readouterr().out.splitlines()
   path = export.export_model_dir(model_dir, str(tmp_path / "export"), beam_size=2, alpha=0.3,
                                  extra_length=100)
-  client = ("import json, sys, numpy, tensorflow as tf\n"
-            "with tf.Graph().as_default(), tf.compat.v1.Session() as s:\n"
-            "  g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])\n"
-            "  sig = g.signature_def['serving_default']\n"
-            "  out = s.run(sig.outputs['outputs'].name,\n"
-            "              {sig.inputs['inputs'].name: numpy.array(sys.argv[2:], object)})\n"
-            "print(json.dumps([o.decode() for o in out]))\n")
-  run = subprocess.run([sys.executable, "-c", client, path, *sources], capture_output=True,
-                       text=True, check=True)
-  served = json.loads(run.stdout.splitlines()[-1])
+  served = tf1_serve(path, "serving_default", sources)["outputs"]  # TF Serving's loader
   assert served == decoded
   for source, tree in zip(sources, decoded):
     assert treebank.parse_tree(tree).words() == source.split(), tree
