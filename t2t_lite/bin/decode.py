@@ -26,7 +26,6 @@ import logging
 import os
 import sys
 
-import numpy as np
 import tensorflow as tf
 import tqdm
 
@@ -178,9 +177,6 @@ def main(argv=None):
   with tqdm.tqdm(total=len(lines), unit="sent", file=sys.stderr,
                  disable=args.no_progress) as bar:
     results = translator.decode_lines(lines, args.batch_size, progress=bar.update)
-  for i in np.flatnonzero(results["truncated"]):
-    logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
-                   translator.max_input_length)
   write_lines(args.output_file, output_lines(results, settings.n_best, args.with_alignments))
   if references is not None:
     texts = [outputs[0] for outputs in results["outputs"]]

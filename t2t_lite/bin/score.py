@@ -26,7 +26,6 @@ from t2t_lite.decode import translation
 from t2t_lite.errors import T2TLiteError
 
 PROG = "t2t-lite-score"
-logger = logging.getLogger(PROG)
 
 
 def parse_args(argv):
@@ -81,10 +80,6 @@ def main(argv=None):
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
   scored = translator.score(sources, targets, args.batch_size)
-  for i, truncated in enumerate(scored.get("truncated", [])):
-    if truncated:
-      logger.warning("pair %d: source longer than %d tokens (EOS included): truncated", i + 1,
-                     translator.max_input_length)
   if nbest is None:
     lines = [f"{logprob:.6f}\t{tokens}\t{score:.6f}" for logprob, tokens, score in
              zip(scored["logprob"], scored["tokens"], scored["score"])]

@@ -238,7 +238,8 @@ class Translator(tf.Module):
     """decode_text over `lines` in batches of `batch_size`, longest first (similar lengths
     together, and the slowest batch found early) -> a dict of numpy arrays in input order:
     "outputs" (str [B, N]), "scores" [B, N], "truncated" [B] (and "alignments").
-    `progress(n)` is called after each batch with the number of lines done."""
+    `progress(n)` is called after each batch with the number of lines done; each line cut to
+    max_input_length gets a warning naming it."""
     order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
     results = {}
     for start in range(0, len(order), batch_size):
@@ -256,6 +257,7 @@ class Translator(tf.Module):
         results[key][chunk] = value
       if progress:
         progress(len(chunk))
+    self._warn_truncated(results.get("truncated", []), "line %d: longer")
     if not lines:
       n = self.settings.n_best
       results = {"outputs": np.empty([0, n], object), "scores": np.empty([0, n], np.float32),
@@ -267,9 +269,6 @@ class Translator(tf.Module):
     n_best > 1 a list of N a line. Empty lines give "" (score 0); lines longer than
     max_input_length tokens are cut (with a warning naming them)."""
     results = self.decode_lines(list(lines), batch_size, progress)
-    for i in np.flatnonzero(results["truncated"]):
-      logger.warning("line %d: longer than %d tokens (EOS included): truncated", i + 1,
-                     self.max_input_length)
     texts, scores = results["outputs"].tolist(), results["scores"].tolist()
     if self.settings.n_best == 1:
       return [t[0] for t in texts], [s[0] for s in scores]
@@ -283,7 +282,14 @@ class Translator(tf.Module):
                             tf.constant(targets[start:start + batch_size], tf.string))
       for key, value in out.items():
         results.setdefault(key, []).extend(value.numpy().tolist())
+    self._warn_truncated(results.get("truncated", []), "pair %d: source longer")
     return results
+
+  def _warn_truncated(self, truncated, what):
+    """One warning for each input cut to max_input_length (`what` % its 1-based number)."""
+    for i in np.flatnonzero(truncated):
+      logger.warning(what + " than %d tokens (EOS included): truncated", i + 1,
+                     self.max_input_length)
 
 
 def _valid_utf8(strings):
