@@ -4,7 +4,10 @@
 # Trains d_model 256, 3+3 layers, d_ff 1024, 4 heads on multi30k_ende (joint 8k BPE, ~4k-token
 # batches, warmup 800) for MINUTES (default 40) of wall-clock time. Every 500 steps it
 # evaluates, decoding DEV_SENTENCES dev sentences, and keeps the best model by the paper's BLEU
-# on them (model_dir/best); a checkpoint every 2 minutes, the last 5 kept. Then it decodes
+# on them (model_dir/best); a checkpoint every 2 minutes, the last 5 kept. The learning rate
+# cools down to 0 over the last COOLDOWN_MINUTES of the budget, or from the first evaluation
+# that does not improve on the best (COOLDOWN_PATIENCE), the run ending when it is done: a
+# longer budget does not train an overfitting model on at full rate. Then it decodes
 # test_2016_flickr (beam 4, alpha 0.6) with each model a run leaves: the last checkpoint, the
 # last 5 averaged, the best kept (and, with EMA_DECAY, the raw weights beside the averaged
 # ones), and prints one JSON line with sacreBLEU's and the paper's BLEU of each, the steps
@@ -22,7 +25,9 @@
 # OVERRIDES (more --hparams_overrides, e.g. dropout=0.3), EMA_DECAY (--ema_decay, default
 # 0.999; EMA_DECAY= turns it off), DEV_SENTENCES (--eval_decode_examples, default 500),
 # DECODE_PRECISION (t2t-lite-decode --precision, default none), PROBLEM (default
-# multi30k_ende), INIT_FROM (--init_from, to fine-tune), SEED (--seed, default 1).
+# multi30k_ende), INIT_FROM (--init_from, to fine-tune), SEED (--seed, default 1),
+# COOLDOWN_MINUTES (--cooldown_minutes, default a quarter of MINUTES), COOLDOWN_PATIENCE
+# (--cooldown_patience, default 1; COOLDOWN_PATIENCE= cools down only at the budget's end).
 # docs/benchmarks.md says how these defaults were chosen.
 set -euo pipefail
 
@@ -39,6 +44,8 @@ DECODE_PRECISION="${DECODE_PRECISION:-none}"
 PROBLEM="${PROBLEM:-multi30k_ende}"
 INIT_FROM="${INIT_FROM:-}"
 SEED="${SEED:-1}"
+COOLDOWN_MINUTES="${COOLDOWN_MINUTES:-$(awk "BEGIN{print $MINUTES / 4}")}"
+COOLDOWN_PATIENCE="${COOLDOWN_PATIENCE-1}"
 PY="${PYTHON:-python}"
 TARGET="${PROBLEM#multi30k_en}"
 
@@ -53,6 +60,7 @@ xla_flag="--noxla"
 extra=()
 [[ -n "$EMA_DECAY" ]] && extra+=("--ema_decay=$EMA_DECAY")
 [[ -n "$INIT_FROM" ]] && extra+=("--init_from=$INIT_FROM")
+[[ -n "$COOLDOWN_PATIENCE" ]] && extra+=("--cooldown_patience=$COOLDOWN_PATIENCE")
 overrides="num_layers=3,d_model=256,d_ff=1024,num_heads=4,batch_size=4096,warmup_steps=800,max_length=128"
 [[ -n "$OVERRIDES" ]] && overrides="$overrides,$OVERRIDES"
 
@@ -67,7 +75,7 @@ start=$(date +%s)
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints=5 \
   --eval_every=500 --eval_steps=10 --eval_decode_examples="$DEV_SENTENCES" \
-  --best_metric=dev_metric --log_every=50 \
+  --best_metric=dev_metric --log_every=50 --cooldown_minutes="$COOLDOWN_MINUTES" \
   "$xla_flag" --mixed_precision="$PRECISION" --seed="$SEED" "${extra[@]}" 2>&1 | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
@@ -112,7 +120,7 @@ for model in "$WORK"/models/*; do
 done
 
 "$PY" - "$WORK" "$train_seconds" "$PRECISION" "$ticks_before" "$ticks_after" "$PROBLEM" \
-  "$OVERRIDES" "$EMA_DECAY" "$MINUTES" "$SEED" <<'EOF'
+  "$OVERRIDES" "$EMA_DECAY" "$MINUTES" "$SEED" "$COOLDOWN_MINUTES" "$COOLDOWN_PATIENCE" <<'EOF'
 import glob, json, os, re, sys
 work, seconds, precision = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 before, after = sys.argv[4].split(), sys.argv[5].split()  # [steal, total] ticks, or empty
@@ -133,6 +141,8 @@ print(json.dumps({"bench": "multi30k_quality", "problem": sys.argv[6],
                   "train_steps": steps[-1] if steps else 0, "overrides": sys.argv[7],
                   "ema_decay": sys.argv[8] or None, "mixed_precision": precision,
                   "seed": int(sys.argv[10]), "init_from": os.environ.get("INIT_FROM") or None,
+                  "cooldown_minutes": float(sys.argv[11]),
+                  "cooldown_patience": int(sys.argv[12]) if sys.argv[12] else None,
                   "cpu_steal": steal, "bar_bleu": 38.43,
                   "cpu": os.popen("lscpu | sed -n 's/^Model name: *//p'").read().strip()}))
 EOF

@@ -80,6 +80,25 @@ def make_random_model_dir(tmp_path_factory):
   return make
 
 
+class _Clock:
+  """A clock that reads 0.5 s later at every reading."""
+
+  def __init__(self):
+    self.now = 0.0
+
+  def time(self):
+    self.now += 0.5
+    return self.now
+
+
+@pytest.fixture()
+def fake_clock(monkeypatch):
+  """The clock of run budgets and cooldowns (run_schedule's) reads 0.5 s later at every
+  reading: a budget in minutes becomes one in steps, not in machine speed."""
+  from t2t_lite.train import run_schedule
+  monkeypatch.setattr(run_schedule, "time", _Clock())
+
+
 @pytest.fixture(scope="session")
 def reverse_dir(tmp_path_factory):
   """algorithmic_reverse prepared with its registered settings (so the CLI can use it too)."""

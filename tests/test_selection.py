@@ -15,7 +15,7 @@ from t2t_lite.bin import train as train_cli
 from t2t_lite.decode import loading
 from t2t_lite.modeling.transformer import build_model
 from t2t_lite.rundir import checkpoints
-from t2t_lite.train import averaging, trainer
+from t2t_lite.train import averaging, optimization, trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24,dropout=0.1"
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
@@ -79,6 +79,42 @@ def test_early_stopping_stops_at_the_right_evaluation_and_a_resume_does_not_trai
                       log=lines.append)
   assert resumed["stopped"] == "early" and resumed["step"] == 4 and resumed["losses"] == []
   assert any(line.startswith(f"{tmp_path}/run stopped early at step 4: ") for line in lines)
+
+
+def test_a_run_whose_metric_stalls_cools_down_from_there_and_a_resume_does_not_train_on(
+    reverse_dir, tmp_path, fake_clock):
+  """cooldown_patience: the learning rate falls to 0 from the evaluation where the metric
+  stalled, not at the end of the budget, and the run stops when it is at 0."""
+  config = dict(train_steps=1000, train_minutes=10, cooldown_minutes=0.25, cooldown_patience=1,
+                eval_steps=1, eval_every=1, eval_decode_examples=4, best_metric="dev_metric")
+  lines = []
+  _, result = _train(tmp_path / "run", reverse_dir, metrics=[10.0, 30.0, 20.0] + [25.0] * 99,
+                     log=lines.append, **config)
+  step = result["step"]
+  assert result["stopped"] == "early" and 5 < step < 30  # the fake clock's 10 minutes would be about 300 steps
+  assert "dev_accuracy did not improve in 1 evaluation(s) (cooldown_patience 1): the learning " \
+         "rate falls to 0 over the cooldown from here, then the run stops" in lines
+  assert lines[-1] == (f"stopping at step {step}: the cooldown from step 3, where the dev "
+                       "metric stalled, is done")
+  hparams = t2t_lite.get_hparams("transformer_tiny", TINY)
+  rates = [float(lr) for lr in re.findall(r"  lr ([0-9.e+-]+)  ", "\n".join(lines))]
+  factors = [rate / float(optimization.learning_rate(
+      s, hparams.d_model, hparams.warmup_steps, hparams.learning_rate))
+      for s, rate in enumerate(rates, 1)]
+  assert len(factors) == step and factors[:3] == pytest.approx([1, 1, 1], rel=1e-3)
+  assert all(later < earlier for earlier, later in zip(factors[2:], factors[3:]))
+  assert factors[-1] < 0.3
+  best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
+  assert best["step"] == 2 and best["cooldown_from_step"] == 3
+  assert best["stopped_early"] == {"step": step, "reason": (
+      "dev_accuracy stalled at step 3 (cooldown_patience 1) and the cooldown from there is "
+      "done; the best, 30.0000, was at step 2")}
+  lines.clear()
+  _, resumed = _train(tmp_path / "run", reverse_dir, metrics=[99.0], log=lines.append, **config)
+  assert resumed["stopped"] == "early" and resumed["step"] == step and resumed["losses"] == []
+  for bad in (dict(config, cooldown_patience=0), dict(config, cooldown_minutes=None)):
+    with pytest.raises(trainer.TrainerError, match="cooldown_patience must be >= 1 and needs"):
+      trainer.TrainConfig(model_dir="m", **bad)
 
 
 def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):

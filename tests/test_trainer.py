@@ -23,7 +23,7 @@ from t2t_lite.bin import train as train_cli
 from t2t_lite.data import tokenizers
 from t2t_lite.data.problem_base import Problem
 from t2t_lite.decode import export
-from t2t_lite.train import optimization, run_schedule, trainer
+from t2t_lite.train import optimization, trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
 TINY_DROPOUT = TINY + ",dropout=0.2"  # dropout masks must follow the same schedule too
@@ -160,20 +160,8 @@ def test_time_budget_stops_the_run_even_with_frequent_checkpoints(reverse_dir, t
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{t.step}")
 
 
-class _Clock:
-  """A clock that reads 0.5 s later at every reading: budgets in steps, not machine speed."""
-
-  def __init__(self):
-    self.now = 0.0
-
-  def time(self):
-    self.now += 0.5
-    return self.now
-
-
 def test_cooldown_brings_the_learning_rate_to_zero_by_the_end_of_the_budget(
-    reverse_dir, tmp_path, monkeypatch):
-  monkeypatch.setattr(run_schedule, "time", _Clock())  # The budget's and the cooldown's clock.
+    reverse_dir, tmp_path, fake_clock):
   problem = t2t_lite.get_problem("algorithmic_reverse")
   config = _config(str(tmp_path / "cooldown"), 100_000, train_minutes=0.5, cooldown_minutes=0.25)
   t, result, lines = _train(problem, reverse_dir, config)

@@ -5,11 +5,13 @@ At each evaluation the run's selection metric is compared with the best so far:
   - better: the weights just evaluated (the moving averages when the run keeps them) are
     written to model_dir/best/, a run directory of its own that decode, average and export
     take as it is, with best.json recording the metric, its value and the step;
-  - otherwise the evaluations without improvement are counted; at `patience` the run stops
-    (exit status 0), with the reason printed and in best.json, and a resumed run does not train
-    on.
-The state (best value and step, evaluations without improvement, stopped) is in the trainer's
-checkpoints, so that a run resumed after SIGTERM or SIGKILL goes on exactly where it was.
+  - otherwise the evaluations without improvement are counted; at `cooldown_patience` the
+    run's cooldown starts (run_schedule.RunSchedule.cool_down_from; when it is done the run
+    stops), at `patience` the run stops; either way exit status 0, with the reason printed and
+    in best.json, and a resumed run does not train on.
+The state (best value and step, evaluations without improvement, where the cooldown started,
+stopped) is in the trainer's checkpoints, so that a run resumed after SIGTERM or SIGKILL goes on
+where it was (a cooldown by wall time starts again: the clock is not in a checkpoint).
 """
 import math
 
@@ -37,13 +39,15 @@ class ModelSelection:
   Args:
     metric: the name of an evaluation metric ("loss" and "perplexity": lower is better).
     patience: evaluations without improvement before the run stops (None: never).
+    cooldown_patience: evaluations without improvement before the cooldown starts (None: never).
     model_dir: the run directory, whose best/ it keeps.
     writes: whether this worker writes the run directory (the chief).
     log: where its lines go.
   """
 
-  def __init__(self, metric, patience, model_dir, writes=True, log=print):
-    self.metric, self.patience = metric, patience
+  def __init__(self, metric, patience, model_dir, writes=True, log=print,
+               cooldown_patience=None):
+    self.metric, self.patience, self.cooldown_patience = metric, patience, cooldown_patience
     self.best_dir, self.model_dir = run_files.path(model_dir, run_files.BEST_DIR), model_dir
     self.writes, self.log = writes, log
     self.lower_is_better = metric in ("loss", "perplexity")
@@ -52,16 +56,40 @@ class ModelSelection:
     self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")
     self.stale = tf.Variable(0, dtype=tf.int64, trainable=False, name="evals_without_gain")
     self.stopped = tf.Variable(False, trainable=False, name="stopped_early")
+    self.cooldown_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="cooldown_step")
 
   def checkpoint_objects(self):
     """The state that goes into the trainer's checkpoints."""
     return {"best_value": self.best_value, "best_step": self.best_step, "stale": self.stale,
-            "stopped": self.stopped}
+            "stopped": self.stopped, "cooldown_step": self.cooldown_step}
 
   def record(self):
     """What best.json says."""
-    return {"metric": self.metric, "value": float(self.best_value.numpy()),
-            "step": int(self.best_step.numpy())}
+    record = {"metric": self.metric, "value": float(self.best_value.numpy()),
+              "step": int(self.best_step.numpy())}
+    if self.cooling_since is not None:
+      record["cooldown_from_step"] = self.cooling_since
+    return record
+
+  @property
+  def cooling_since(self):
+    """The step at which the metric stalled and the cooldown started, or None."""
+    step = int(self.cooldown_step.numpy())
+    return None if step < 0 else step
+
+  def steer(self, schedule):
+    """Once the metric has stalled, the run's RunSchedule ends with the cooldown from there."""
+    if self.cooling_since is not None:
+      schedule.cool_down_from(self.cooling_since)
+
+  def cooled_down(self, step):
+    """Whether the run, ended at `step` by time, had started its cooldown: then it is done (a
+    resume does not train on; best.json says why)."""
+    if self.cooling_since is None:
+      return False
+    self.stopped.assign(True)
+    self._write_record(step)
+    return True
 
   def evaluated(self, step, metrics, save_weights):
     """Counts an evaluation; when `metrics` are the best so far, save_weights(best_dir) writes
@@ -77,6 +105,9 @@ class ModelSelection:
                          f"{checkpoints.reason(e)}") from None
       self.log(f"best {self.metric} so far: {float(metrics[self.metric]):.4f} at step {step}, "
                f"kept in {self.best_dir}")
+    self._write_record(step)
+
+  def _write_record(self, step):
     if self.writes:
       record = self.record()
       if self.should_stop:
@@ -95,8 +126,15 @@ class ModelSelection:
       self.stale.assign(0)
     else:
       self.stale.assign_add(1)
-      if self.patience is not None and int(self.stale.numpy()) >= self.patience:
+      stale = int(self.stale.numpy())
+      if self.patience is not None and stale >= self.patience:
         self.stopped.assign(True)
+      if (self.cooldown_patience is not None and stale >= self.cooldown_patience
+          and self.cooling_since is None):
+        self.cooldown_step.assign(step)
+        self.log(f"{self.metric} did not improve in {stale} evaluation(s) (cooldown_patience "
+                 f"{self.cooldown_patience}): the learning rate falls to 0 over the cooldown "
+                 "from here, then the run stops")
     return improved
 
   @property
@@ -104,7 +142,10 @@ class ModelSelection:
     return bool(self.stopped.numpy())
 
   def stop_reason(self):
-    best = self.record()
-    return (f"{self.metric} did not improve in {int(self.stale.numpy())} evaluations "
-            f"(patience {self.patience}); the best, {best['value']:.4f}, was at step "
-            f"{best['step']}")
+    best, stale = self.record(), int(self.stale.numpy())
+    if self.patience is not None and stale >= self.patience:
+      why = f"{self.metric} did not improve in {stale} evaluations (patience {self.patience})"
+    else:
+      why = (f"{self.metric} stalled at step {self.cooling_since} (cooldown_patience "
+             f"{self.cooldown_patience}) and the cooldown from there is done")
+    return f"{why}; the best, {best['value']:.4f}, was at step {best['step']}"

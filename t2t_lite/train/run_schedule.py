@@ -1,6 +1,7 @@
 """When a run logs, evaluates, saves and stops: its step budget (train_steps), its time budget
-(train_minutes, and the cooldown over its last minutes), and the log, eval and checkpoint
-intervals of its TrainConfig. The trainer asks this at every host call.
+(train_minutes, and the cooldown over its last minutes, or from when the dev metric stalls),
+and the log, eval and checkpoint intervals of its TrainConfig. The trainer asks this at every
+host call.
 """
 import time
 
@@ -11,6 +12,9 @@ class RunSchedule:
   def __init__(self, config, steps_per_execution):
     self.config, self.steps_per_execution = config, steps_per_execution
     self.start = self.last_save = time.time()
+    minutes = config.train_minutes
+    self.end = self.start + minutes * 60 if minutes else None  # None: no time budget
+    self.end_reason = f"the {minutes} minute budget is spent"
 
   def steps_until_event(self, step):
     """Steps to run in the next host call: steps_per_execution, cut at the next log, eval or
@@ -32,14 +36,22 @@ class RunSchedule:
 
   def seconds_left(self):
     """Of the time budget (None without one)."""
-    minutes = self.config.train_minutes
-    return None if not minutes else max(0.0, minutes * 60 - (time.time() - self.start))
+    return None if self.end is None else max(0.0, self.end - time.time())
 
   def out_of_time(self):
     return self.seconds_left() == 0.0
 
+  def cool_down_from(self, step):
+    """The dev metric stalled at `step` (config.cooldown_patience): the run now ends
+    cooldown_minutes from now, or at its budget if that is sooner, its rate falling to 0 on the
+    way. Calling it again changes nothing."""
+    end = time.time() + self.config.cooldown_minutes * 60
+    if end < self.end:
+      self.end = end
+      self.end_reason = f"the cooldown from step {step}, where the dev metric stalled, is done"
+
   def learning_rate_factor(self):
-    """The cooldown: 1 until the last cooldown_minutes of train_minutes, then falling linearly
+    """The cooldown: 1 until the last cooldown_minutes before the end, then falling linearly
     to 0 by wall time."""
     return min(1.0, max(0.0, self.seconds_left() / (self.config.cooldown_minutes * 60)))
 

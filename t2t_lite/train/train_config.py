@@ -43,6 +43,13 @@ class TrainConfig:
   cooldown_minutes: Optional[float] = _option(
       None, "not in the paper: over the last this many minutes of --train_minutes the learning "
             "rate falls linearly to 0 (by wall time; one worker)")
+  # Not in the paper (Marian's --lr-decay-strategy stalled, fairseq's reduce_lr_on_plateau): a
+  # run that stops improving is cooled down then, rather than trained on at full rate until its
+  # budget ends; a larger budget then cannot end worse.
+  cooldown_patience: Optional[int] = _option(
+      None, "with --cooldown_minutes: start the cooldown when the best_metric has not improved "
+            "in this many evaluations; the run then ends cooldown_minutes later (or at its "
+            "budget, if sooner), and a resume does not train on (None = only at the budget)")
   eval_every: int = _option(1000, "evaluate on the dev split every this many steps (and at the "
                                   "end)")
   eval_steps: int = _option(20, "dev batches (per replica) per evaluation; 0 = no evaluation")
@@ -118,6 +125,11 @@ class TrainConfig:
       value = getattr(self, name)
       if value is not None and not value > 0:  # NaN too
         raise TrainerError(f"{name} must be positive, got {value}")
+    if self.cooldown_patience is not None and not (
+        self.cooldown_patience >= 1 and self.cooldown_minutes and self.eval_steps
+        and self.best_metric != "none"):
+      raise TrainerError(f"cooldown_patience must be >= 1 and needs cooldown_minutes, "
+                         f"evaluations and a best_metric, got {self.cooldown_patience}")
     if self.patience is not None and self.patience < 1:
       raise TrainerError(f"patience must be >= 1, got {self.patience}")
     if self.ema_decay is not None and not 0 < self.ema_decay < 1:

@@ -113,7 +113,7 @@ class Trainer:
       raise TrainerError(f"best_metric={config.best_metric} needs decoded dev sentences, and "
                          f"{data_dir} keeps no dev text")
     self.selection = metric and model_selection.ModelSelection(
-        metric, config.patience, config.model_dir, self.is_chief, log)
+        metric, config.patience, config.model_dir, self.is_chief, log, config.cooldown_patience)
     self.run_info = dict({"problem": problem.name}, **(run_info or {}), vocab_size=vocab_size,
                          seed=config.seed, packed=config.pack,
                          grad_accum_steps=config.grad_accum_steps,
@@ -277,7 +277,7 @@ class Trainer:
   def train(self):
     """Trains to config.train_steps (resuming the run directory's newest readable checkpoint)
     -> a summary dict: {"step", "loss" (last logged train loss), "eval" (last eval metrics),
-    "losses" (every logged (step, loss)), "stopped" (None, "time" or "SIGTERM")}.
+    "losses" (every logged (step, loss)), "stopped" (None, "time", "early" or "SIGTERM")}.
 
     First the run is checked against the one the run directory holds (run_files.check_resume),
     reading only: a refused run leaves every byte of it as it was, and takes no lease. Then the
@@ -325,6 +325,8 @@ class Trainer:
       self.log(f"{config.model_dir} stopped early at step {step}: "
                f"{self.selection.stop_reason()}; nothing to train (fine-tune from it with "
                "--init_from, or use a new --model_dir)")
+    if self.selection:
+      self.selection.steer(schedule)  # A resumed run that had stalled: its cooldown again.
     while not stopped and step < config.train_steps:
       n = schedule.steps_until_event(step)
       if self.lr_scale is not None:
@@ -349,13 +351,15 @@ class Trainer:
         break
       if vote(schedule.out_of_time()):
         stopped = "time"
-        self.log(f"stopping at step {step}: the {config.train_minutes} minute budget is spent")
+        self.log(f"stopping at step {step}: {schedule.end_reason}")
         break
       if vote(schedule.checkpoint_due()):
         self.save()
         schedule.saved()
     if stopped == "time" and config.eval_steps and progress.eval_step != step:
       self._evaluate_at(step, progress)  # The final evaluation promised, before the save.
+    if stopped == "time" and self.selection and self.selection.cooled_down(step):
+      stopped = "early"  # After the cooldown the stalled metric started: done.
     latest = self.manager.latest_checkpoint
     if latest is None or self.step != checkpoints.checkpoint_step(latest):
       self.save()
@@ -372,6 +376,7 @@ class Trainer:
     progress.evaluated(step, metrics)
     if self.selection is not None:
       self.selection.evaluated(step, metrics, self._save_weights)
+      self.selection.steer(progress.schedule)
 
   def _save_weights(self, directory):
     """The weights evaluated (the averages, when kept) as directory/ckpt-<step>. Every worker
