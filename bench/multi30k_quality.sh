@@ -2,12 +2,13 @@
 # bench/multi30k_quality.sh: BLEU of a small Transformer trained for a fixed wall-clock budget.
 #
 # Trains d_model 256, 3+3 layers, d_ff 1024, 4 heads on multi30k_ende (joint 8k BPE, ~4k-token
-# batches, warmup 800, label smoothing 0.2, weight decay 0.1) for MINUTES (default 40) of wall-clock time. Every 500 steps it
-# evaluates, decoding DEV_SENTENCES dev sentences, and keeps the best model by the paper's BLEU
-# on them (model_dir/best); a checkpoint every 2 minutes, the last 5 kept. The learning rate
-# cools down to 0 over the last COOLDOWN_MINUTES of the budget, or from the first evaluation
-# that does not improve on the best (COOLDOWN_PATIENCE), the run ending when it is done: a
-# longer budget does not train an overfitting model on at full rate. Then it decodes
+# batches, warmup 800, label smoothing 0.2, weight decay 0.1) for MINUTES (default 40) of
+# wall-clock time. Every 500 steps it evaluates, decoding DEV_SENTENCES dev sentences, and
+# keeps the best model by the paper's BLEU on them (model_dir/best); a checkpoint every 2
+# minutes, the last 5 kept. The learning rate cools down to 0 over the last COOLDOWN_MINUTES of
+# the budget, or from the first evaluation that does not improve on the best
+# (COOLDOWN_PATIENCE), the run ending when it is done: a longer budget does not train an
+# overfitting model on at full rate. Then it decodes
 # test_2016_flickr (beam 4, alpha 0.6) with each model a run leaves: the last checkpoint, the
 # last 5 averaged, the best kept (and, with EMA_DECAY, the raw weights beside the averaged
 # ones), and prints one JSON line with sacreBLEU's and the paper's BLEU of each, the steps
@@ -63,8 +64,7 @@ extra=()
 [[ -n "$COOLDOWN_PATIENCE" ]] && extra+=("--cooldown_patience=$COOLDOWN_PATIENCE")
 # Label smoothing 0.2 and weight decay 0.1 (not the paper's 0.1 and 0): Multi30k's 29,000 pairs
 # overfit within 40 minutes, and the dev sentences that do not select checkpoints chose these.
-overrides="num_layers=3,d_model=256,d_ff=1024,num_heads=4,batch_size=4096,warmup_steps=800,max_length=128"
-overrides="$overrides,label_smoothing=0.2,weight_decay=0.1"
+overrides="num_layers=3,d_model=256,d_ff=1024,num_heads=4,batch_size=4096,warmup_steps=800,max_length=128,label_smoothing=0.2,weight_decay=0.1"
 [[ -n "$OVERRIDES" ]] && overrides="$overrides,$OVERRIDES"
 
 # CPU time the hypervisor gave to other guests ("steal"), as a fraction of all CPU time during
