@@ -35,7 +35,7 @@ setup(
     # gRPC clients of TF Serving also want `tensorflow-serving-api` (see README); not needed here.
     # keras-hub: only bench/train_throughput.py's comparison model uses it (and test_export
     # checks that an export does not load it). pytest-xdist: README's test command runs the
-    # suite on two workers, a test file each (--dist loadfile keeps a file's fixtures in one).
+    # suite on three workers, a test file each (--dist loadfile keeps a file's fixtures in one).
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "keras-hub>=0.20"],
                     "bench": ["keras-hub>=0.20"]},
     entry_points={

@@ -40,7 +40,7 @@ def main(argv=None):
                       problem.tokenizer(args.data_dir).vocab_size, {"problem": problem.name},
                       log=lambda line: None)
   t.train()
-  latest = t.manager.latest_checkpoint
+  latest = t.state.latest_checkpoint
   reader = tf.train.load_checkpoint(latest)
   by_object = {}  # Top-level object -> bytes of its tensors (the iterator's state is a variant).
   for name, dtype in reader.get_variable_to_dtype_map().items():

@@ -1,7 +1,7 @@
 """Beam-search decoding speed next to CTranslate2 (the peer a CPU-serving user would pick), on
 the same weights and the same workload. ONE JSON line. Written against ctranslate2 4.8.5.
 
-The workload is bench/decode_speed.py's cached batch-32 headline: a transformer_base-size model
+The workload is bench/decode_speed.py's batch-32 headline: a transformer_base-size model
 (random weights, keras seed 0) with a 32k vocabulary, 32 source sentences of 32 tokens (31 random
 ids + EOS), beam 4, alpha 0.6, every hypothesis forced to run to 82 output tokens (EOS masked
 before that), so that both programs do the same number of steps.
@@ -14,9 +14,9 @@ both ("greedy_outputs_match"). Then each configuration is run once untimed (trac
 compilation, weight quantization) and timed in --rounds interleaved rounds (round 1 of each,
 then round 2 of each, ...); each reports its median round, with the slowest and fastest beside it.
 
-  t2t_lite     cached beam search, float32 and bf16 (the same weights), XLA on and off, with
-               search.beams' defaults (bf16 without XLA: the batch's two halves searched at
-               once, as decode and the export do);
+  t2t_lite     beam search as t2t-lite-decode runs it with --xla and without
+               (decode_speed.decoder: Translator.decode_ids), float32 and bf16 (the same
+               weights);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
@@ -54,6 +54,9 @@ from t2t_lite.modeling import mixed_precision  # noqa: E402
 from t2t_lite.modeling.embedding import sinusoid_positions  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from decode_speed import decoder  # noqa: E402
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -156,17 +159,13 @@ def greedy_check(model, translator, inputs):
 
 def ours_config(model, inputs, xla):
   """Compiles our batch decoder and runs it once -> (run(), result dict)."""
-  @tf.function(jit_compile=xla)
-  def decode(inputs):
-    return beams(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA, extra_length=EXTRA_LENGTH,
-                 static_shapes=xla, min_length=OUTPUT_LENGTH)
-
+  decode = decoder(model, xla)
   inputs = tf.constant(inputs)
   start = time.perf_counter()
-  ids = decode(inputs)[0].numpy()  # [B, K, 82]
+  ids = decode(inputs).numpy()  # [B, 1, 82]: the best of the K
   first = time.perf_counter() - start
-  assert ids.shape == (BATCH, BEAM_SIZE, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
-  return (lambda: decode(inputs)[0].numpy()), {
+  assert ids.shape == (BATCH, 1, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
+  return (lambda: decode(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": xla,
       "first_call_seconds": round(first, 1)}
 

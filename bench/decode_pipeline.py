@@ -37,11 +37,14 @@ SETTINGS = dict(beam_size=4, alpha=0.6, extra_length=50)
 
 
 def ids_path(model, tok):
-  """The decode of 6f4d273: Python encode, search.best on an int32 batch, Python decode."""
-  best = tf.function(lambda inputs, limits: search.best(model, inputs, max_lengths=limits,
-                                                         **SETTINGS),
-                     input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                      tf.TensorSpec([None], tf.int32)])
+  """The decode of 6f4d273: Python encode, the best beam of search.beams on an int32 batch
+  (trimmed at EOS), Python decode."""
+  def best_beam(inputs, limits):
+    ids, scores = search.beams(model, inputs, max_lengths=limits, **SETTINGS)  # [B, K, L]
+    return search.trim_at_eos(ids[:, 0]), scores[:, 0]
+
+  best = tf.function(best_beam, input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                                 tf.TensorSpec([None], tf.int32)])
 
   def run(sentences):
     sources = [tok.encode(s, add_eos=True) for s in sentences]

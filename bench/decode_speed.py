@@ -1,42 +1,38 @@
-"""Beam-search decoding speed: cached vs uncached, XLA on / off, batch 1 and 32, in each compute
-precision. ONE JSON line.
+"""Beam-search decoding speed as t2t-lite-decode runs it, with --xla and without, at batch 32
+and 1, in each compute precision. ONE JSON line.
 
 The paper's decoding settings (beam 4, alpha 0.6, max output = input length + 50) on a
 transformer_base-size model (random weights) with a 32k vocabulary, computing in float32
 ("none") and in each of --precisions (t2t_lite/modeling/mixed_precision.py; the same
-weights); every source sentence has 32 tokens (31 random ids + EOS). EOS is masked (beam_search's min_length = L), so
-every hypothesis runs to the maximum length, 82 tokens: random weights would otherwise stop at
-arbitrary points, and the number of steps would not be comparable between runs or programs.
+weights); every source sentence has 32 tokens (31 random ids + EOS). EOS is masked (a
+constraint, the search's hook for a parser's grammar), so every hypothesis runs to the maximum
+length, 82 tokens: random weights would otherwise stop at arbitrary points, and the number of
+steps would not be comparable between runs or programs.
 
-  cached    model.decode_step: self-attention keys/values cached per layer (without XLA:
-            growing by one slot a step, reordered by beam; with XLA: static-size
-            [B*K, H, L, ...] buffers read through each hypothesis' rows), encoder keys/values
-            projected once; bf16 without XLA searches the batch as two halves at once
-            (search.beams' default: see docs/decoding.md);
-  uncached  model.decode over the whole prefix at every step (the growing prefix without XLA;
-            the fixed-size [B*K, L] buffer with XLA, which needs static shapes).
+Each configuration is the library call t2t-lite-decode makes, `Translator.decode_ids` (its
+decode_text without the tokenizer):
+  xla       Translator(jit_compile=True), what --xla runs: the search XLA-compiled, over
+            fixed-size [B*K, H, L, ...] key/value buffers read through each hypothesis' rows
+            (search.beams' static_shapes, the form a TPU runs);
+  no xla    the default: keys/values growing by one slot a step, reordered by beam; bf16
+            searches the batch as two halves at once (search.beams' concurrent, see
+            docs/decoding.md).
 
 Each configuration is traced / compiled and run once untimed (same shapes), then timed in
 `--rounds` rounds interleaved with the other configurations (round 1 of each, then round 2 of
 each, ...), so that the machine's drift falls on all of them alike; the headline is each
 configuration's median round, with the fastest and slowest round beside it.
-The uncached batch-32 runs take many minutes: they are run once, and that first call, with
-its tracing / XLA compilation, is what is reported ("includes_compilation": true).
 sentences/s = batch / seconds (wall clock); cpu_seconds is the process's CPU time for the same
 run (user + system, all threads): on a loaded machine wall time grows, CPU time much less, so
-the two together tell slow code from a busy machine. tokens/s counts the generated tokens of the K * B hypotheses
-(B * K * 82 per run; divide by K for the returned translations).
+the two together tell slow code from a busy machine. tokens/s counts the generated tokens of
+the K * B hypotheses (B * K * 82 per run; divide by K for the returned translations).
 
-Target (issue 5): cached, batch 32: >= 2.15 sentences/s, half of CTranslate2 fp32's ~4.3 on
-this machine. Uncached decoding at batch 32 recomputes ~30 TFLOP (the growing prefix: 82 steps
-over 1..82 positions of 128 hypotheses, each with its 32k-way projection): tens of minutes.
-It runs once, without XLA; with XLA (which needs the fixed-size prefix, twice the work) only
-with --all. Uncached decoding is run in float32 only.
+Target (issue 5): batch 32: >= 2.15 sentences/s, half of CTranslate2 fp32's ~4.3 on this
+machine.
 
-  python bench/decode_speed.py            # 11 configurations (~30 minutes)
-  python bench/decode_speed.py --all      # all 12
-  python bench/decode_speed.py --quick    # cached only, plus uncached at batch 1
-  python bench/decode_speed.py --quick --batches=32 --uncached=no   # the headline only
+  python bench/decode_speed.py                                  # 8 configurations
+  python bench/decode_speed.py --batches=32 --precisions=none   # the float32 headline, both ways
+  python bench/decode_speed.py --rounds=1 --batches=2 --precisions=none   # a smoke run
 """
 import argparse
 import json
@@ -51,8 +47,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
+from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
+from t2t_lite.decode import translation  # noqa: E402
+from t2t_lite.decode.beam_search import NEG_INF  # noqa: E402
 from t2t_lite.modeling import mixed_precision  # noqa: E402
-from t2t_lite.decode.search import beams  # noqa: E402
 
 VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
 TARGET_SENTENCES_PER_SECOND = 2.15
@@ -69,29 +67,42 @@ def build_models(precisions):
   return models
 
 
-def compile_config(model, batch, cached, xla):
+class EosMasked:
+  """A constraint (search.beams' `constraint`) that forbids EOS: every hypothesis runs to its
+  maximum length."""
+
+  def initial_state(self, inputs, max_lengths):
+    return ()
+
+  def mask_logits(self, ids, index, state, logits):
+    return logits + tf.one_hot(EOS_ID, tf.shape(logits)[-1], on_value=NEG_INF), state
+
+
+def decoder(model, xla):
+  """What t2t-lite-decode runs, with --xla or without, EOS masked: sources int32 [B, S]
+  (0-padded, ending in EOS) -> the best outputs' ids int32 [B, 1, L] (no tokenizer: the
+  translator's ids in, ids out function)."""
+  translator = translation.Translator(model, None, beam_size=BEAM_SIZE, alpha=ALPHA,
+                                      extra_length=EXTRA_LENGTH, jit_compile=xla,
+                                      constraint=EosMasked())
+  return lambda inputs: translator.decode_ids(inputs)["outputs"]
+
+
+def compile_config(model, batch, xla):
   """Traces / compiles one configuration and runs it once: -> (run(), its result dict)."""
   rng = np.random.default_rng(batch)
   inputs = rng.integers(3, VOCAB_SIZE, [batch, SOURCE_LENGTH]).astype(np.int32)
-  inputs[:, -1] = 1  # EOS
+  inputs[:, -1] = EOS_ID
   inputs = tf.constant(inputs)
-  max_length = SOURCE_LENGTH + EXTRA_LENGTH
-
-  @tf.function(jit_compile=xla)
-  def decode(inputs):
-    return beams(model, inputs, beam_size=BEAM_SIZE, alpha=ALPHA,
-                 extra_length=EXTRA_LENGTH, cached=cached, static_shapes=xla,
-                 min_length=max_length)
-
+  decode = decoder(model, xla)
   start = time.perf_counter()
-  ids, _ = decode(inputs)
+  ids = decode(inputs)
   first = time.perf_counter() - start
-  assert ids.shape == (batch, BEAM_SIZE, max_length), ids.shape
+  assert ids.shape == (batch, 1, SOURCE_LENGTH + EXTRA_LENGTH), ids.shape
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
-  return (lambda: decode(inputs)[0].numpy()), {
-      "precision": mixed_precision.of_model(model), "batch": batch, "cached": cached, "xla": xla,
-      "first_call_seconds": round(first, 1),
-      "times": [], "cpu_times": []}
+  return (lambda: decode(inputs).numpy()), {
+      "precision": mixed_precision.of_model(model), "batch": batch, "xla": xla,
+      "first_call_seconds": round(first, 1), "times": [], "cpu_times": []}
 
 
 def time_round(run, result):
@@ -132,18 +143,12 @@ def cpu_flags():
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true",
-                      help="skip the uncached batch-32 runs (tens of minutes)")
-  parser.add_argument("--all", action="store_true",
-                      help="also the uncached batch-32 run with XLA (~2x the one without)")
   parser.add_argument("--rounds", type=int, default=3,
                       help="timed rounds per configuration, interleaved; the median is reported")
   parser.add_argument("--precisions", default="none,bf16",
-                      help="comma-separated compute precisions of the cached decoder "
+                      help="comma-separated compute precisions "
                            f"({', '.join(mixed_precision.PRECISIONS)}; fp16 is for GPUs)")
   parser.add_argument("--batches", default="32,1", help="comma-separated batch sizes")
-  parser.add_argument("--uncached", default="yes", choices=("yes", "no"),
-                      help="also the uncached (float32) configurations")
   args = parser.parse_args()
 
   precisions = [p for p in args.precisions.split(",") if p]
@@ -151,36 +156,29 @@ def main():
     mixed_precision.check(precision)
   models = build_models(precisions)
   load_before = os.getloadavg()[0]
-  configs = []  # (run, result, timed rounds)
+  configs = []  # (run, result)
   for batch in (int(b) for b in args.batches.split(",")):
-    for cached in (True, False) if args.uncached == "yes" else (True,):
-      if args.quick and not cached and batch > 1:
-        continue
-      for precision in precisions if cached else ["none"]:
-        for xla in (True, False):
-          if not cached and batch > 1 and xla and not args.all:
-            continue  # Full-buffer recomputation: ~2x the growing prefix's 30+ TFLOP.
-          # Uncached batch 32 takes minutes a run: timed once, its first call (see the JSON).
-          run, result = compile_config(models[precision], batch, cached, xla)
-          configs.append((run, result, args.rounds if cached or batch == 1 else 0))
-          print(json.dumps(result), file=sys.stderr, flush=True)
-  for round_index in range(args.rounds):  # interleaved
-    for run, result, rounds in configs:
-      if round_index < rounds:
-        time_round(run, result)
-  results = [summary(result) for _, result, _ in configs]
+    for precision in precisions:
+      for xla in (True, False):
+        run, result = compile_config(models[precision], batch, xla)
+        configs.append((run, result))
+        print(json.dumps(result), file=sys.stderr, flush=True)
+  for _ in range(args.rounds):  # interleaved
+    for run, result in configs:
+      time_round(run, result)
+  results = [summary(result) for _, result in configs]
   # Per precision, the faster of XLA on / off (each a median round).
-  cached_32 = {precision: max((r["sentences_per_second"] for r in results
-                               if r["cached"] and r["batch"] == 32
-                               and r["precision"] == precision), default=None)
-               for precision in precisions}
+  batch_32 = {precision: max((r["sentences_per_second"] for r in results
+                              if r["batch"] == 32 and r["precision"] == precision),
+                             default=None)
+              for precision in precisions}
   print(json.dumps({
       "benchmark": "decode_speed", "model": "transformer_base", "vocab_size": VOCAB_SIZE,
       "source_length": SOURCE_LENGTH, "output_length": SOURCE_LENGTH + EXTRA_LENGTH,
       "beam_size": BEAM_SIZE, "alpha": ALPHA, "rounds": args.rounds, "results": results,
-      "cached_batch32_sentences_per_second": cached_32,
+      "batch32_sentences_per_second": batch_32,
       "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
-      "meets_target": (cached_32.get("none") or 0) >= TARGET_SENTENCES_PER_SECOND,
+      "meets_target": (batch_32.get("none") or 0) >= TARGET_SENTENCES_PER_SECOND,
       "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

@@ -25,6 +25,9 @@ _SPLIT_FILES = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
 def read_lines(path):
   """Yields the lines of a text file (gzipped when the name ends in .gz), via tf.io.gfile, one
   at a time: a corpus of WMT size never sits in memory (bench/datagen_scale.py)."""
+  if path.endswith(".gz") and tf.io.gfile.stat(path).length == 0:  # gzip would read no lines
+    raise ProblemError(f"{path} is empty (0 bytes, not a gzip file); download it again or "
+                       "remove it so that it is downloaded")
   with tf.io.gfile.GFile(path, "rb") as raw:
     lines = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
     try:
@@ -52,6 +55,9 @@ def parallel_lines(source_path, target_path):
       longer, shorter = ((source_path, target_path) if target is missing
                          else (target_path, source_path))
       total = number + sum(1 for _ in pairs)
+      if number == 1:
+        raise ProblemError(f"{shorter} has no lines, and {longer} has {total}: the files are "
+                           "not parallel")
       raise ProblemError(
           f"{longer}:{number}: line has no counterpart in {shorter} "
           f"({total} vs {number - 1} lines; the files are not parallel)")

@@ -30,7 +30,8 @@ def build_model(hparams, vocab_size):
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):
-  """Translates `sentences` with the latest checkpoint of `model_dir`: (texts, scores)."""
+  """Translates `sentences` with the model of `model_dir` (its best model when the run kept one,
+  else its newest checkpoint; `checkpoint_path=` chooses): (texts, scores)."""
   from t2t_lite.decode.translation import translate as _translate
   return _translate(model_dir, sentences, beam_size=beam_size, alpha=alpha, **kwargs)
 

@@ -4,6 +4,7 @@ Library modules raise a subclass of `T2TLiteError` with a message that names the
 file, path or value). The tools (`t2t_lite/bin/`) print that message as one line on stderr and
 exit with the error's `exit_status`; anything else is a bug and keeps its traceback.
 """
+import re
 
 
 class T2TLiteError(Exception):
@@ -15,3 +16,11 @@ class RunFailure(T2TLiteError):
   """A failure at run time that the same command may not meet again (network, disk, a diverged
   run, a pre-empted peer). Exit status 1."""
   exit_status = 1
+
+
+def reason(error):
+  """The first line of what a failed read, write or op said: a tf.errors.OpError's message
+  without the wrapped function's name that begins it and the op's name that ends it, or any
+  other exception's text. The one wording of "why" inside the one-line errors above."""
+  line = (str(getattr(error, "message", None) or error).strip().splitlines() or [""])[0]
+  return re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line))

@@ -8,7 +8,7 @@ write (a full disk) removes the temporary file and raises a one-line RunFailure 
 """
 import tensorflow as tf
 
-from t2t_lite.errors import RunFailure
+from t2t_lite.errors import RunFailure, reason
 
 
 def _replace(path, fill):
@@ -24,8 +24,7 @@ def _replace(path, fill):
         tf.io.gfile.remove(temp)  # No empty .tmp left behind.
     except tf.errors.OpError:
       pass
-    reason = (str(e.message).strip().splitlines() or [""])[0]
-    raise RunFailure(f"writing {path} failed: {reason}") from None
+    raise RunFailure(f"writing {path} failed: {reason(e)}") from None
 
 
 def write_text(path, text):
@@ -50,5 +49,4 @@ def make_dirs(path, name, error):
   try:
     tf.io.gfile.makedirs(path)
   except tf.errors.OpError as e:
-    reason = (str(e.message).strip().splitlines() or [""])[0]
-    raise error(f"cannot create {name} {path}: {reason}") from None
+    raise error(f"cannot create {name} {path}: {reason(e)}") from None

@@ -151,6 +151,10 @@ def _check_names(names):
       raise HParamsError(f"unknown hparam {name!r}{hint}")
 
 
+# How a bad value's message names the type it should have been.
+_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
 def _check_type(name, value, source):
   """A JSON value of the type HParams declares (an int is a valid float; None only where the
   field is Optional)."""
@@ -163,8 +167,8 @@ def _check_type(name, value, source):
   if field_type is float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
   if not ok:
-    raise HParamsError(f"bad value for hparam {name!r} in {source}: {value!r} is not a "
-                       f"{field_type.__name__}")
+    raise HParamsError(f"bad value for hparam {name!r} in {source}: {value!r} is not "
+                       f"{_KINDS[field_type]}")
 
 
 def _parse_value(name, text):
@@ -187,7 +191,7 @@ def _parse_value(name, text):
     return text
   except ValueError:
     raise HParamsError(
-        f"bad value for hparam {name!r}: {text!r} is not a {field_type.__name__}") from None
+        f"bad value for hparam {name!r}: {text!r} is not {_KINDS[field_type]}") from None
 
 
 def parse_overrides(overrides):

@@ -7,10 +7,11 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-  # README's test command runs two pytest workers (pytest-xdist), one per core of the CI
-  # machine. Each worker and the tools it starts then use one thread for an op's inner loops:
+  # README's test command runs three pytest workers (pytest-xdist) on the CI machine's two
+  # cores: many tests wait on the tools they start, and the third worker fills those waits.
+  # Each worker and the tools it starts then use one thread for an op's inner loops:
   # TensorFlow's default pool of one thread per core would spin-wait against the other
-  # worker's on the same cores. Set here so that the tools' processes inherit it.
+  # workers' on the same cores. Set here so that the tools' processes inherit it.
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -39,13 +40,20 @@ def ptb_dir():
 
 @pytest.fixture(scope="session")
 def multi30k_data(multi30k_dir, tmp_path_factory):
-  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session."""
+  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session: once
+  for all pytest-xdist workers, in the directory they share, the first to come preparing it
+  while the others wait on a lock (the other workers only check what it prepared)."""
+  import fcntl
+
   import t2t_lite
-  data_dirs = {}
-  for name in ("multi30k_ende", "multi30k_enfr"):
-    data_dir = str(tmp_path_factory.mktemp(name))
-    t2t_lite.get_problem(name).prepare(data_dir, str(multi30k_dir))
-    data_dirs[name] = data_dir
+  root = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    root = root.parent  # This session's, shared by its workers.
+  data_dirs = {name: str(root / f"shared_{name}") for name in ("multi30k_ende", "multi30k_enfr")}
+  with open(root / "shared_multi30k.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    for name, data_dir in data_dirs.items():
+      t2t_lite.get_problem(name).prepare(data_dir, str(multi30k_dir))
   return data_dirs
 
 
@@ -135,6 +143,15 @@ def tiny_disk(tmp_path):
 def read_only_disk(tmp_path):
   yield _mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
   subprocess.run(["umount", str(tmp_path / "ro")], check=True)
+
+
+def write_records(path, examples):
+  """Writes (inputs, targets) id lists as one TFRecord file of the pipeline's examples."""
+  import tensorflow as tf
+  from t2t_lite.data import pipeline
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for inputs, targets in examples:
+      writer.write(pipeline.serialize_example(inputs, targets))
 
 
 def file_hashes(root):

@@ -6,6 +6,8 @@ The CLI cases run the console scripts as their own processes, as a user would.
 import gzip
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -63,7 +65,7 @@ def test_hparams_json_is_checked_when_loaded(tmp_path):
     t2t_lite.HParams.load(str(path))
   path.write_text(json.dumps({"num_layers": "two"}))
   with pytest.raises(t2t_lite.HParamsError,
-                     match=f"^bad value for hparam 'num_layers' in {path}: 'two' is not a int"):
+                     match=f"^bad value for hparam 'num_layers' in {path}: 'two' is not an integer"):
     t2t_lite.HParams.load(str(path))
   path.write_text("{not json")
   with pytest.raises(t2t_lite.HParamsError, match=f"^{path} is not JSON"):
@@ -116,7 +118,7 @@ def test_datagen_raw_file_that_is_not_gzip_is_named(tmp_path):
 
 
 def test_datagen_empty_training_files_are_named(tmp_path):
-  raw = _multi30k_raw(tmp_path / "raw", train_en=gzip.compress(b""), train_de=b"")
+  raw = _multi30k_raw(tmp_path / "raw", train_en=gzip.compress(b""), train_de=gzip.compress(b""))
   code, _, err = run_tool("datagen", "--problem=multi30k_ende", f"--data_dir={tmp_path}/data",
                           f"--raw_dir={raw}")
   assert code == 2
@@ -359,9 +361,110 @@ def test_multi_worker_without_tf_config_is_refused(tmp_path):
 def test_a_tpu_that_is_not_there_is_named_not_the_data(tmp_path):
   code, out, err = _train(tmp_path / "data", tmp_path / "model", "--strategy=tpu")
   assert code == 2
-  assert_one_line(err, "t2t-lite-train", "--strategy=tpu: no TPU found at local (")
-  assert "reading" not in err
+  # This TensorFlow has no TPU kernels: said in words, without TensorFlow's op dump, and
+  # without advising the --tpu=local that was in effect.
+  assert_one_line(err, "t2t-lite-train", "--strategy=tpu: no TPU on this machine (this "
+                  "TensorFlow has no TPU support (it is not a TPU build)); --tpu=local is for a "
+                  "Cloud TPU VM")
+  assert "reading" not in err and "OpKernel" not in err and "use --tpu=local" not in err
   assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_tpu_asked_for_with_another_strategy_is_refused(tmp_path):
+  code, out, err = _train(tmp_path / "data", tmp_path / "model", "--strategy=default",
+                          "--tpu=local")
+  assert code == 2
+  assert err == ("t2t-lite-train: error: --tpu=local asks for a TPU, but --strategy=default "
+                 "trains without one: use --strategy=tpu (or auto), or leave out --tpu\n")
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
+
+
+@pytest.fixture(scope="module")
+def _reverse_run(tmp_path_factory):
+  """A 3-step algorithmic_reverse run with a checkpoint at every step, trained once."""
+  from t2t_lite.train import trainer
+  root = tmp_path_factory.mktemp("reverse_run")
+  problem = t2t_lite.get_problem("algorithmic_reverse")
+  problem.prepare(str(root / "data"))
+  trainer.train(problem, t2t_lite.get_hparams("transformer_tiny", REVERSE_TINY), str(root / "data"),
+                trainer.TrainConfig(model_dir=str(root / "run"), train_steps=3, eval_steps=0,
+                                    xla=False, eval_decode_examples=0,
+                                    checkpoint_every_minutes=1e-9),
+                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": REVERSE_TINY},
+                log=lambda line: None)
+  return root / "run"
+
+
+@pytest.fixture()
+def reverse_run(_reverse_run, tmp_path):
+  """A copy of that run for this test alone (its checkpoint index names them relatively)."""
+  return pathlib.Path(shutil.copytree(_reverse_run, tmp_path / "run"))
+
+
+def test_a_run_of_another_problem_is_refused_before_any_data_is_prepared(reverse_run, tmp_path):
+  before = file_hashes(reverse_run)
+  code, out, err = run_tool("train", "--problem=algorithmic_copy", "--hparams=transformer_tiny",
+                            f"--hparams_overrides={REVERSE_TINY}",
+                            f"--data_dir={tmp_path}/new_data", f"--model_dir={reverse_run}",
+                            "--noxla", "--eval_decode_examples=0")
+  assert code == 2
+  assert err == (f"t2t-lite-train: error: {reverse_run} was trained on problem "
+                 "'algorithmic_reverse', not 'algorithmic_copy': use a new --model_dir\n")
+  assert "preparing" not in out and not (tmp_path / "new_data").exists()
+  assert file_hashes(reverse_run) == before
+
+
+def test_a_resume_with_other_hparams_names_both_hparams_sets(reverse_run, reverse_data):
+  before = file_hashes(reverse_run)
+  code, out, err = run_tool("train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
+                            f"--hparams_overrides={REVERSE_TINY.replace('d_ff=64', 'd_ff=96')}",
+                            f"--data_dir={reverse_data}", f"--model_dir={reverse_run}",
+                            "--noxla", "--eval_decode_examples=0", "--eval_steps=0")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", f"{reverse_run} was trained with d_ff=64 (hparams set "
+                  f"transformer_tiny with '{REVERSE_TINY}'), not 96 (hparams set transformer_tiny "
+                  f"with '{REVERSE_TINY.replace('d_ff=64', 'd_ff=96')}')")
+  assert file_hashes(reverse_run) == before
+
+
+def test_init_from_the_run_itself_is_refused_and_from_another_run_says_it_is_not_used(
+    reverse_run, reverse_data, tmp_path):
+  before = file_hashes(reverse_run)
+  code, out, err = _train(reverse_data, reverse_run, "--train_steps=4", "--eval_steps=0",
+                          f"--init_from={reverse_run}")
+  assert code == 2
+  assert err == (f"t2t-lite-train: error: --init_from {reverse_run} is inside --model_dir "
+                 f"{reverse_run}: to resume the run, leave out --init_from; to fine-tune from "
+                 "it, give a new --model_dir\n")
+  assert file_hashes(reverse_run) == before
+  # Another run as the source of a run that has checkpoints: it resumes, and says so.
+  other = tmp_path / "other"
+  shutil.copytree(reverse_run, other)
+  code, out, err = _train(reverse_data, reverse_run, "--train_steps=4", "--eval_steps=0",
+                          f"--init_from={other}")
+  assert code == 0, err
+  assert (f"--init_from {other} is not used: {reverse_run} has checkpoints and the run resumes "
+          "from them") in out
+  assert f"restored {reverse_run}/ckpt-3 (step 3)" in out
+
+
+def test_avg_checkpoints_skips_a_damaged_checkpoint_naming_it(reverse_run, tmp_path):
+  data = reverse_run / "ckpt-3.data-00000-of-00001"
+  os.truncate(data, data.stat().st_size // 2)
+  before = file_hashes(reverse_run)
+  code, out, err = run_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=2",
+                            "--output_dir", tmp_path / "avg")
+  assert code == 0, err
+  assert (f"WARNING checkpoint {reverse_run}/ckpt-3 does not read (" in err
+          and f"using the previous one, {reverse_run}/ckpt-2" in err), err
+  averaged = json.loads((tmp_path / "avg" / "averaged.json").read_text())["averaged"]
+  assert averaged == [f"{reverse_run}/ckpt-1", f"{reverse_run}/ckpt-2"]
+  code, out, err = run_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=3",
+                            "--output_dir", tmp_path / "avg3")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-avg-checkpoints", f"{reverse_run} has 2 checkpoints that read "
+                  "(the other 1 do not), fewer than the 3 asked for")
+  assert not (tmp_path / "avg3").exists() and file_hashes(reverse_run) == before
 
 
 def test_a_negative_time_budget_is_refused(tmp_path):
@@ -388,6 +491,9 @@ def test_a_vocabulary_too_small_for_the_text_says_how_large(multi30k_dir, tmp_pa
      "{raw}/train.de.gz:6: not UTF-8 (invalid start byte at byte 2)"),
     ({"train_de": gzip.compress(b"ein mann reitet\n" * 20)[:-12]},
      "{raw}/train.de.gz is not a complete gzip file"),
+    ({"train_de": b""}, "{raw}/train.de.gz is empty (0 bytes, not a gzip file)"),
+    ({"train_de": gzip.compress(b"")},
+     "{raw}/train.de.gz has no lines, and {raw}/train.en.gz has 20: the files are not parallel"),
 ])
 def test_raw_training_files_that_do_not_read_are_named_and_leave_nothing(tmp_path, contents,
                                                                          message):
@@ -422,11 +528,17 @@ def test_an_export_onto_a_full_disk_is_one_line_and_leaves_nothing(model_dirs, t
   assert list(tiny_disk.iterdir()) == []
 
 
-def test_training_onto_a_full_disk_names_the_size_of_a_checkpoint(reverse_data, tiny_disk):
+def test_training_onto_a_full_disk_names_the_size_of_a_checkpoint(reverse_data, tiny_disk,
+                                                                   _reverse_run):
   model_dir = tiny_disk / "model"
   code, out, err = _train(reverse_data, model_dir, "--train_steps=1", "--eval_steps=0")
   assert code == 1
   assert_one_line(err, "t2t-lite-train", f"saving the step 1 checkpoint in {model_dir} failed: ",
-                  "No space left on device (its weights and optimizer state alone take ",
+                  "No space left on device (a checkpoint of this run takes ",
                   " MB); no checkpoint was saved before")
   assert not list(model_dir.glob("*_temp")) and not (model_dir / "lease.json").exists()
+  # The figure is what the same run's checkpoint takes on a disk with room: weights, Adam's
+  # slots and the input pipeline's state (its shuffle buffer), not the weights alone.
+  size = sum(path.stat().st_size for path in _reverse_run.glob("ckpt-1.*"))
+  reported = float(err.split("a checkpoint of this run takes ")[1].split(" MB")[0])
+  assert abs(reported - size / 1e6) <= 0.1, (reported, size)

@@ -214,8 +214,16 @@ def test_stops_early_per_batch():
   assert scores[1, 1] == pytest.approx(-np.log(np.exp(5.0) + 7), abs=1e-4)
 
 
-def test_per_sentence_max_length_and_min_length():
-  # A model that wants to stop immediately; EOS forbidden by min_length everywhere.
+def eos_forbidden_before(position):
+  """A logits mask (beam_search's logits_mask_fn) that forbids EOS before `position`."""
+  def mask(ids, index, state, logits):
+    eos = tf.one_hot(EOS, tf.shape(logits)[-1], on_value=NEG_INF)
+    return tf.where(index < position, logits + eos, logits), state
+  return mask
+
+
+def test_per_sentence_max_length_and_eos_forbidden_by_a_mask():
+  # A model that wants to stop immediately; EOS forbidden by the mask everywhere.
   def rule(b, i, p2, p1):
     logits = np.zeros(len(VOCAB))
     logits[EOS] = 5.0
@@ -223,14 +231,15 @@ def test_per_sentence_max_length_and_min_length():
     return logits
 
   model = TableModel(rule, batch=3, length=7, vocab=len(VOCAB))
-  seqs, scores = search(model, beam_size=2, max_lengths=tf.constant([3, 5, 9]), min_length=7)
+  seqs, scores = search(model, beam_size=2, max_lengths=tf.constant([3, 5, 9]),
+                        logits_mask_fn=eos_forbidden_before(7))
   assert int(model.calls.numpy()) == 7  # the longest allowed, clipped to max_decode_length
   for b, limit in enumerate([3, 5, 7]):
     assert np.all(seqs[b, :, :limit] > EOS)  # no EOS, no PAD before the limit
     assert np.all(seqs[b, :, limit:] == PAD)
     assert strip(seqs[b, 0]) == [ID["m"]] * limit
-  # min_length 2: EOS comes at position 2, right after the forced tokens.
-  seqs, _ = search(model, beam_size=2, min_length=2)
+  # EOS forbidden before position 2: it comes at position 2, right after the forced tokens.
+  seqs, _ = search(model, beam_size=2, logits_mask_fn=eos_forbidden_before(2))
   assert [strip(s) for s in seqs[:, 0]] == [[ID["m"], ID["m"], EOS]] * 3
 
 

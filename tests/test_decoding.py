@@ -1,5 +1,6 @@
-"""Decoding with the real Transformer: cached == uncached, greedy, beam quality, alpha, the API,
-t2t-lite-decode, checkpoint averaging and the attention pictures.
+"""Decoding with the real Transformer: cached == full recomputation, XLA == eager, greedy, beam
+quality, alpha, the API, t2t-lite-decode (with and without --xla), checkpoint averaging and the
+attention pictures.
 
 The model is transformer_tiny with random weights (fixed seeds) on algorithmic_reverse's fixed
 vocabulary, so no data is needed; its outputs stop at EOS at various lengths.
@@ -14,12 +15,13 @@ import tensorflow as tf
 
 import t2t_lite
 from t2t_lite.train import averaging
-from t2t_lite.decode import translation
-from t2t_lite.decode import search
+from t2t_lite.decode import forced_decoding, search, translation
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
+from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.rundir.run_files import write_run_files
+from test_bad_input import run_tool
 
 PROBLEM = "algorithmic_reverse"
 EOS = 1
@@ -85,17 +87,42 @@ def decode_fn():
   return decode
 
 
-def test_cached_equals_uncached_full_recomputation(decode_fn):
+class FullRecomputation:
+  """The model with no key/value cache: each decode_step runs the whole decoder over the prefix
+  so far (kept in the cache, which the search reorders by beam), the reference for the cached
+  decoder."""
+
+  def __init__(self, model, length):
+    self.model, self.length = model, length
+    self.hparams, self.compute_dtype = model.hparams, model.compute_dtype
+
+  def encode(self, inputs, training=False):
+    return self.model.encode(inputs, training=training)
+
+  def init_cache(self, encoder_output, inputs_mask):
+    return {"encoder_output": encoder_output, "inputs_mask": inputs_mask,
+            "targets": tf.zeros([tf.shape(encoder_output)[0], self.length], tf.int32)}
+
+  def decode_step(self, ids, index, cache):
+    targets = tf.where(tf.range(self.length) == index - 1, ids[:, None], cache["targets"])
+    logits = self.model.decode(targets[:, :index + 1], cache["encoder_output"],
+                               cache["inputs_mask"])  # [B*K, index + 1, V]
+    return logits[:, index], dict(cache, targets=targets)
+
+
+def test_cached_equals_full_recomputation(decode_fn):
   model, inputs = random_model(2), random_inputs(6, seed=1)
   settings = dict(beam_size=4, alpha=0.6, extra_length=6)
-  cached_ids, cached_scores = decode_fn(model, inputs, cached=True, **settings)
-  full_ids, full_scores = decode_fn(model, inputs, cached=False, **settings)
+  cached_ids, cached_scores = decode_fn(model, inputs, **settings)
+  full = FullRecomputation(model, inputs.shape[1] + 6)
+  full_ids, full_scores = decode_fn(full, inputs, **settings)
   np.testing.assert_array_equal(cached_ids, full_ids)
   np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-5, atol=1e-5)
   # The scores are what the model says of the outputs (teacher-forced, full pass).
   for k in range(4):
-    rescored = search.sequence_scores(model, inputs, cut_after_eos(cached_ids[:, k]), 0.6)
-    np.testing.assert_allclose(cached_scores[:, k], rescored.numpy(), rtol=1e-4, atol=1e-4)
+    rescored = forced_decoding.scores(model, inputs, cut_after_eos(cached_ids[:, k]), 0.6)
+    np.testing.assert_allclose(cached_scores[:, k], rescored["score"].numpy(), rtol=1e-4,
+                               atol=1e-4)
 
 
 def test_xla_cached_equals_eager():
@@ -139,9 +166,9 @@ def test_beam_four_scores_at_least_as_high_as_greedy(decode_fn, seed):
   model, inputs = random_model(seed), random_inputs(16, seed=seed)
   greedy, _ = decode_fn(model, inputs, beam_size=1, alpha=0.6, extra_length=10)
   beam, beam_scores = decode_fn(model, inputs, beam_size=4, alpha=0.6, extra_length=10)
-  greedy_scores = search.sequence_scores(model, inputs, cut_after_eos(greedy[:, 0]), 0.6)
-  rescored = search.sequence_scores(model, inputs, cut_after_eos(beam[:, 0]), 0.6).numpy()
-  greedy_scores = greedy_scores.numpy()
+  greedy_scores = forced_decoding.scores(model, inputs, cut_after_eos(greedy[:, 0]), 0.6)
+  rescored = forced_decoding.scores(model, inputs, cut_after_eos(beam[:, 0]), 0.6)
+  greedy_scores, rescored = greedy_scores["score"].numpy(), rescored["score"].numpy()
   np.testing.assert_allclose(rescored, beam_scores[:, 0], atol=1e-4)
   assert rescored.mean() > greedy_scores.mean() + 0.1
   assert np.all(rescored >= greedy_scores - 1e-4)  # here even sentence by sentence
@@ -221,6 +248,72 @@ def test_decode_cli_keeps_order_truncates_and_scores(model_dir, tmp_path, capsys
   report = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
   accuracy = 100.0 * np.mean([o.split() == s.split()[::-1] for o, s in zip(outputs, lines)])
   assert report["accuracy"] == pytest.approx(accuracy) and report["sentences"] == 5
+
+
+@pytest.fixture(scope="module")
+def run_with_best(tmp_path_factory):
+  """A model_dir with checkpoints 10 and 20 whose run kept a best model of other weights (as
+  the trainer's --best_metric keeps one in best/, with best.json)."""
+  path = save_model_dir(tmp_path_factory.mktemp("run"), random_model(3), steps=(10, 20),
+                        noise=0.01)
+  best_dir = os.path.join(path, run_files.BEST_DIR)
+  run_files.copy_run_files(path, best_dir)
+  checkpoints.save_model(random_model(4), best_dir, 10)
+  run_files.write_best_record(path, {"metric": "dev_accuracy", "value": 75.0, "step": 10})
+  return path
+
+
+def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, tmp_path):
+  """Through the CLI process: the best model by default, with --xla the same outputs, the
+  newest checkpoint or a path when asked; the first line says which and why."""
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in SENTENCES))
+
+  def decode(*flags):
+    code, out, err = run_tool("decode", "--model_dir", run_with_best, "--input_file",
+                              tmp_path / "in.txt", "--beam_size=3", "--no_progress", *flags)
+    assert code == 0, err
+    return out.splitlines(), err.splitlines()[0]
+
+  def expected(checkpoint_path):
+    return translation.translate(run_with_best, SENTENCES, beam_size=3,
+                                 checkpoint_path=checkpoint_path)[0]
+
+  how = "beam 3, alpha 0, max output = input + 10"
+  best, newest = (os.path.join(run_with_best, name) for name in ("best/ckpt-10", "ckpt-20"))
+  outputs, first = decode()
+  assert first == (f"INFO decoding 4 lines with {best} (the run's best dev_accuracy, 75.0 at "
+                   f"step 10; --checkpoint_path=newest for ckpt-20); {how}")
+  assert outputs == expected(best) == expected(None)
+  # --xla (fixed-size key/value buffers) answers what the default search answers.
+  outputs, first = decode("--checkpoint_path=newest", "--xla")
+  assert first == f"INFO decoding 4 lines with {newest} (its newest checkpoint that reads); {how}"
+  assert outputs == expected(newest) != expected(best)
+  path = os.path.join(run_with_best, "ckpt-10")  # A path: the API, which the tool calls.
+  loaded = translation.Translator.from_model_dir(run_with_best, path).loaded
+  assert loaded.which() == f"{path} (given by --checkpoint_path)"
+  assert expected(path) != expected(newest)
+
+
+def test_the_api_and_ensembles_take_each_runs_best_model(run_with_best, model_dir):
+  best = os.path.join(run_with_best, "best", "ckpt-10")
+  assert translation.Translator.from_model_dir(run_with_best).loaded.checkpoints == [best]
+  ensemble = translation.Translator.from_model_dir([run_with_best, model_dir]).loaded
+  assert ensemble.checkpoints == [best, os.path.join(model_dir, "ckpt-30")]
+  assert ensemble.reasons[1] == "its newest checkpoint that reads; the run kept no best model"
+  with pytest.raises(run_files.RunDirError, match=f"checkpoint_path 'best': {model_dir} kept no "
+                                                  "best model"):
+    translation.Translator.from_model_dir(model_dir, "best")
+
+
+def test_sampling_under_xla_with_top_k_1_is_greedy_decoding(model_dir):
+  """The sampler over XLA's fixed-size key/value buffers draws what greedy search finds, and
+  scores it by its log-probability as beam 1 does."""
+  greedy = translation.Translator.from_model_dir(model_dir, beam_size=1)
+  sampler = greedy.with_options(sample=True, top_k=1, jit_compile=True)
+  (texts, scores), (sampled, sampled_scores) = greedy.translate(SENTENCES), sampler.translate(
+      SENTENCES)
+  assert sampled == texts
+  np.testing.assert_allclose(sampled_scores, scores, rtol=1e-4, atol=1e-4)
 
 
 def test_decode_cli_missing_checkpoint_names_the_directory(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """The token-bucketed pipeline: buckets, token budget, padding ratio, determinism, sharding."""
 import numpy as np
 import pytest
+from conftest import write_records
 
 import t2t_lite
 from t2t_lite.data import pipeline
@@ -22,7 +23,7 @@ def _examples(count, seed=0, max_len=40):
 def _write(tmp_path, examples, num_files=1):
   paths = [str(tmp_path / f"train-{i:05d}-of-{num_files:05d}.tfrecord") for i in range(num_files)]
   for i, path in enumerate(paths):
-    pipeline.write_records(path, examples[i::num_files])
+    write_records(path, examples[i::num_files])
   return paths
 
 

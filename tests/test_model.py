@@ -348,7 +348,7 @@ def test_weight_decay_shrinks_every_weight_but_layer_norms_and_biases():
     (lambda: t2t_lite.get_hparams("transformer_base", "num_layer=4"),
      "unknown hparam 'num_layer'; did you mean 'num_layers'?"),
     (lambda: t2t_lite.get_hparams("transformer_base", "dropout=lots"),
-     "bad value for hparam 'dropout': 'lots' is not a float"),
+     "bad value for hparam 'dropout': 'lots' is not a number"),
     (lambda: t2t_lite.get_hparams("transformer_base", "num_layers"),
      "bad override 'num_layers': expected name=value"),
     (lambda: t2t_lite.get_hparams("transformer_base", "num_heads=7"),

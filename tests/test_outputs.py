@@ -16,7 +16,7 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.bin import decode as decode_cli
 from t2t_lite.bin import score as score_cli
-from t2t_lite.decode import ensemble, export, search, translation
+from t2t_lite.decode import ensemble, export, sampling, translation
 from t2t_lite.decode.beam_search import NEG_INF, length_penalty
 from t2t_lite.rundir.run_files import write_run_files
 
@@ -148,8 +148,8 @@ class _OneStep:
 def test_sampled_frequencies_match_the_softmax_and_top_k_keeps_to_the_k_likeliest():
   logits = np.array([-9.0, -9.0, 1.0, 0.5, 0.0, -0.5, -1.0, 2.0], np.float32)
   model, inputs = _OneStep(logits), tf.ones([1, 1], tf.int32)
-  draw = lambda **kw: search.sample(model, inputs, num_samples=10000, temperature=1.0,
-                                    seed=11, extra_length=1, max_lengths=[1], **kw)[0][0, :, 0]
+  draw = lambda **kw: sampling.sample(model, inputs, num_samples=10000, temperature=1.0,
+                                      seed=11, extra_length=1, max_lengths=[1], **kw)[0][0, :, 0]
   tokens = draw(top_k=0, top_p=1.0).numpy()
   probs = tf.nn.softmax(np.where(np.arange(8) == 0, NEG_INF, logits)).numpy()  # no PAD
   counts = np.bincount(tokens, minlength=8)

@@ -3,6 +3,7 @@ gives the logits of its examples run one by one), real tokens fill the static sh
 packed run trains and refuses to resume unpacked."""
 import numpy as np
 import pytest
+from conftest import write_records
 import tensorflow as tf
 
 import t2t_lite
@@ -116,7 +117,7 @@ def test_multi30k_packed_batches_are_97_percent_real_tokens(multi30k_data):
 
 def test_packing_is_for_training_only(tmp_path):
   path = str(tmp_path / "train.tfrecord")
-  pipeline.write_records(path, _examples(5, 4, 4))
+  write_records(path, _examples(5, 4, 4))
   with pytest.raises(ValueError, match="packed batches are for training only"):
     pipeline.pipeline([path], 64, 16, training=False, packed_lengths=(16, 16))
 

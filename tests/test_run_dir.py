@@ -119,6 +119,7 @@ def _four_checkpoints_run(reverse_dir, tmp_path_factory):
   code, out, err = train(model_dir, reverse_dir, 4, "--checkpoint_every_minutes=0.000001")
   assert code == 0, err
   assert {f"ckpt-{i}.index" for i in range(1, 5)} <= set(os.listdir(model_dir))
+  (model_dir.parent / "stdout.txt").write_text(out)  # Its losses: an unbroken run's.
   return model_dir
 
 
@@ -360,3 +361,23 @@ d_ff=32,num_heads=2,batch_size=32,max_length=8 --train_steps=2 --eval_steps=0 --
   assert run.returncode == 0, run.stderr
   assert f"restored {model_dir}/ckpt-2 (step 2)" in run.stdout
   assert sorted(losses(run.stdout)) == [3] and (model_dir / "ckpt-3.index").exists()
+  # Its saved input position names the data_dir it was trained on, gone with that machine.
+  assert (f"WARNING: the input's position saved in {model_dir}/ckpt-2 names data that is gone "
+          "(/tmp/oldrun/data/train-00000-of-00001.tfrecord; did the data_dir move?): the input "
+          "skips the 2 batches its steps used instead") in run.stdout
+
+
+def test_a_run_whose_data_dir_moved_resumes_with_the_losses_of_an_unbroken_run(
+    _four_checkpoints_run, reverse_dir, tmp_path):
+  """The saved input position names its record files: moved, they are found again by
+  skipping the batches the restored steps used, which gives the same batches."""
+  unbroken = (_four_checkpoints_run.parent / "stdout.txt").read_text()
+  shutil.copytree(reverse_dir, tmp_path / "before")
+  code, out, err = train(tmp_path / "moved", tmp_path / "before", 2)
+  assert code == 0, err
+  shutil.move(tmp_path / "before", tmp_path / "after")
+  code, resumed, err = train(tmp_path / "moved", tmp_path / "after", 4)
+  assert code == 0, err
+  assert "names data that is gone" in resumed and "skips the 2 batches" in resumed
+  assert sorted(losses(resumed)) == [3, 4]
+  assert losses(out) | losses(resumed) == pytest.approx(losses(unbroken), rel=1e-5)

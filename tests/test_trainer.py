@@ -372,7 +372,7 @@ def test_cli_lists_problems_and_hparams(capsys):
     (["--problem=algorithmic_reverse", "--hparams_overrides=dropot=0.1"],
      "unknown hparam 'dropot'; did you mean 'dropout'"),
     (["--problem=algorithmic_reverse", "--hparams_overrides=num_layers=two"],
-     "bad value for hparam 'num_layers': 'two' is not a int"),
+     "bad value for hparam 'num_layers': 'two' is not an integer"),
     (["--problem=algorithmic_reverse", "--grad_accum_steps=0"],
      "grad_accum_steps must be positive, got 0"),
     (["--problem=algorithmic_reverse", "--train_minutes=nan"],
@@ -403,9 +403,10 @@ def test_cli_refuses_to_resume_with_other_hparams(tmp_path, capsys):
                         "--hparams_overrides=d_model=128", f"--data_dir={tmp_path}/d",
                         f"--model_dir={model_dir}"], capsys)
   assert code == 2
-  assert err == (f"t2t-lite-train: error: {model_dir} was trained with d_model=64, not 128: "
-                 f"resume with the same hparams (see {model_dir}/hparams.json) or use a new "
-                 "--model_dir\n")
+  assert err == (f"t2t-lite-train: error: {model_dir} was trained with d_model=64, not 128 "
+                 "(hparams set transformer_tiny with 'd_model=128'): resume with the same "
+                 f"hparams (see {model_dir}/hparams.json) or use a new --model_dir\n")
+  assert not (tmp_path / "d").exists()  # refused before any data was prepared
 
 
 def test_cli_refuses_to_resume_another_problem(tmp_path, capsys):

@@ -9,10 +9,12 @@ and writes one PNG heatmap per layer and head for each of the three kinds of att
   decoder_self_layer<l>_head<h>.png     output tokens x output tokens (masked: lower triangle)
   encoder_decoder_layer<l>_head<h>.png  output tokens (rows) x source tokens (columns)
 Rows are the attending positions (queries), columns the attended ones (keys). A decoder row
-is labelled with the token that position predicts; the decoder reads the previous one.
+is labelled with the token that position predicts; the decoder reads the previous one. The
+model is the run's best when it kept one (--checkpoint_path), named on stderr with why.
 """
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -29,6 +31,7 @@ from t2t_lite.errors import T2TLiteError  # noqa: E402
 from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
+logger = logging.getLogger("t2t-lite-attention")
 
 
 def token_labels(tokenizer, ids):
@@ -94,21 +97,23 @@ def parse_args(argv=None):
   parser.add_argument("--target", default=None,
                       help="the output to show (default: the model's own translation)")
   parser.add_argument("--output_dir", required=True, help="where the PNG files go")
-  flags.add_beam_flags(parser)
+  flags.add_fields(parser, translation.DecodeSettings, ("beam_size", "alpha", "extra_length"))
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(argv)
+  cli.configure_logging(args.verbose)
   if not args.text.strip():
     return cli.fail("t2t-lite-attention", "--text is empty")
   try:
     translator = translation.Translator.from_model_dir(
-        args.model_dir, args.checkpoint_path, beam_size=args.beam_size, alpha=args.alpha,
-        extra_length=args.extra_length, precision=args.precision)
+        args.model_dir, args.checkpoint_path, precision=args.precision,
+        **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
+  logger.info("attention of %s", translator.loaded.which())
   tokenizer = translator.tokenizer
   source_ids = list(tokenizer.encode(args.text, add_eos=True))
   if len(source_ids) > translator.max_input_length:

@@ -18,11 +18,3 @@ def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)
     for name in ("absl", "tensorflow"):
       logging.getLogger(name).setLevel(logging.ERROR)
 
-
-def op_error_reason(error):
-  """The line of a tf.errors.OpError's message that says what failed (its message also holds
-  "Graph execution error", the op's Python stack and node names)."""
-  lines = [line for line in str(error.message).splitlines()
-           if line.strip() and not line[0].isspace() and not line.startswith(
-               ("Graph execution error", "Detected at node", "  File"))]
-  return lines[-1] if lines else type(error).__name__

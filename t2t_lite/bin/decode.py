@@ -12,7 +12,10 @@ warning naming the line. Beam size, alpha and the extra output length default to
 hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
 format ("i ||| output ||| score", N a line); --sample draws outputs instead (docs/decoding.md);
 several --model_dir decode as one ensemble; --with_alignments adds word alignments. It runs
-the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py).
+the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py); --xla
+compiles its search. The model is the run's best when it kept one (model_dir/best/), else its
+newest checkpoint (--checkpoint_path chooses): the first line on stderr names it and says why.
+A file that is not UTF-8 text (see MAX_NOT_TEXT) is refused.
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
@@ -24,6 +27,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 
 import tensorflow as tf
@@ -37,6 +41,12 @@ from t2t_lite.errors import T2TLiteError
 
 PROG = "t2t-lite-decode"
 logger = logging.getLogger(PROG)
+# A file is text when at most this share of its characters are invalid UTF-8 (each maximal
+# invalid sequence counts one) or control characters other than tab, CR and LF: a few bad bytes
+# in real text (a Latin-1 accent) are replaced with a warning; random bytes (over half),
+# UTF-16 (every other byte NUL) or another 8-bit encoding of a non-Latin script are refused.
+MAX_NOT_TEXT = 0.2
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def read_lines(path):
@@ -45,7 +55,7 @@ def read_lines(path):
   Lines end at "\n" only (a trailing "\r" is dropped): str.splitlines would also split at
   U+2028, U+0085 and other separators inside a sentence and shift every later output line.
   Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning that
-  counts the lines concerned.
+  counts the lines concerned; data that is not text (see MAX_NOT_TEXT) is refused.
   """
   if path == "-":
     stream = sys.stdin
@@ -60,6 +70,14 @@ def read_lines(path):
       raise FileNotFoundError(f"{path} does not exist")
     with tf.io.gfile.GFile(path, "rb") as f:
       data = f.read()
+  name = "stdin" if path == "-" else path
+  text = data.decode("utf-8", errors="replace")
+  replaced = text.count("\ufffd") - data.count("\ufffd".encode())  # U+FFFD written as such
+  not_text = replaced + len(_CONTROL.findall(text))
+  if not_text > MAX_NOT_TEXT * len(text):
+    raise DecodingError(f"{name} is not UTF-8 text: {not_text} of its {len(text)} characters "
+                        f"are invalid UTF-8 or control characters (more than "
+                        f"{MAX_NOT_TEXT:.0%}); convert it to UTF-8 (e.g. with iconv)")
   raw = data.split(b"\n")
   if raw[-1] == b"":
     raw.pop()  # The newline that ends the last line.
@@ -74,8 +92,7 @@ def read_lines(path):
       invalid.append(number)
   if invalid:
     logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
-                   "replaced by U+FFFD", "stdin" if path == "-" else path, len(invalid),
-                   invalid[0])
+                   "replaced by U+FFFD", name, len(invalid), invalid[0])
   return lines
 
 
@@ -111,8 +128,7 @@ def parse_args(argv):
                            "of the best outputs")
   parser.add_argument("--evalb_report", default=None,
                       help="parsing, with --reference_file: write EVALB's per-sentence report here")
-  flags.add_beam_flags(parser)
-  flags.add_sampling_flags(parser)
+  flags.add_fields(parser, translation.DecodeSettings)
   parser.add_argument("--with_alignments", action="store_true",
                       help="append ' ||| ' and each output's word alignment to its source, "
                            "Pharaoh pairs 's-t' of 0-based word indices (from the last decoder "
@@ -121,7 +137,8 @@ def parse_args(argv):
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut, with a warning (default: hparams max_length)")
   parser.add_argument("--xla", action="store_true",
-                      help="XLA-compile the search (one compilation per batch shape)")
+                      help="XLA-compile the search, over fixed-size key/value buffers (as on a "
+                           "TPU; one compilation per batch shape)")
   parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
@@ -161,7 +178,7 @@ def main(argv=None):
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
-        **flags.decode_settings(args))
+        **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
@@ -172,8 +189,8 @@ def main(argv=None):
   how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
          f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
          else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
-  logger.info("decoding %d lines with %s (%s, max output = input + %d)", len(lines),
-              ", ".join(loaded.checkpoints), how, settings.extra_length)
+  logger.info("decoding %d lines with %s; %s, max output = input + %d", len(lines),
+              loaded.which(), how, settings.extra_length)
   with tqdm.tqdm(total=len(lines), unit="sent", file=sys.stderr,
                  disable=args.no_progress) as bar:
     results = translator.decode_lines(lines, args.batch_size, progress=bar.update)

@@ -5,15 +5,18 @@
 
 The `serving_default` signature takes a batch of UTF-8 strings and returns the translations
 ("outputs") and their scores; `translate_ids` takes and returns token ids. Tokenization, beam
-search and detokenization all run in the graph. Beam size, alpha and the extra output length
-default to hparams.json's, else the problem's (the paper: 4, 0.6, 50); inputs longer than
---max_input_length tokens (default: hparams max_length) are cut. See README, "Serving with TensorFlow Serving".
+search and detokenization all run in the graph. The decoding flags are t2t-lite-decode's (made
+from DecodeSettings' fields; --sample exports a sampler): beam size, alpha and the extra output
+length default to hparams.json's, else the problem's (the paper: 4, 0.6, 50); inputs longer
+than --max_input_length tokens (default: hparams max_length) are cut. The weights are the run's
+best model when it kept one (--checkpoint_path), named on stderr with why; export_dir must be
+new, empty or hold only earlier versions. See docs/serving.md.
 """
 import argparse
 import logging
 import sys
 
-from t2t_lite.decode import export
+from t2t_lite.decode import export, translation
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -24,7 +27,7 @@ def parse_args(argv):
   parser.add_argument("--export_dir", required=True,
                       help="TF Serving's --model_base_path: the export goes to a new "
                            "<export_dir>/<version>/")
-  flags.add_beam_flags(parser)
+  flags.add_fields(parser, translation.DecodeSettings)
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")
@@ -36,12 +39,13 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  cli.configure_logging(args.verbose, logging.WARNING)
+  cli.configure_logging(args.verbose, logging.INFO)
   try:
     path = export.export_model_dir(
         flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
         max_input_length=args.max_input_length, precision=args.precision,
-        with_alignments=args.with_alignments, **flags.decode_settings(args))
+        with_alignments=args.with_alignments,
+        **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-export", e, e.exit_status)
   print(path)

@@ -1,5 +1,11 @@
-"""Flags shared by the tools: --verbose (all), --problem_settings (train, datagen), and those of
-the tools that load a trained model_dir (decode, export, attention)."""
+"""Flags shared by the tools: --verbose (all), --problem_settings (train, datagen), those of
+the tools that load a trained model_dir (decode, score, export, attention), and the flags made
+from a dataclass' fields (decoding settings, training options), whose help is declared beside
+each field."""
+import argparse
+import dataclasses
+import typing
+
 from t2t_lite.modeling.mixed_precision import PRECISIONS
 
 
@@ -16,9 +22,11 @@ def add_model_flags(parser, ensemble=False):
     parser.add_argument("--model_dir", required=True,
                         help="a t2t-lite-train model_dir (hparams.json, run.json, checkpoints)")
   parser.add_argument("--checkpoint_path", default=None,
-                      help="a checkpoint prefix (e.g. model_dir/ckpt-1000) or a directory whose "
-                           "latest checkpoint to use (e.g. an averaged one); default: the latest "
-                           "in model_dir")
+                      help="best = the run's best model (model_dir/best/, kept by the trainer's "
+                           "--best_metric); newest = its newest checkpoint; or a checkpoint "
+                           "prefix (e.g. model_dir/ckpt-1000) or a directory whose latest "
+                           "checkpoint to use (e.g. an averaged one). Default: best when the run "
+                           "kept one, else newest; of an ensemble, each member's")
   parser.add_argument("--precision", default="none", choices=list(PRECISIONS),
                       help="compute precision: none = float32; bf16 = bfloat16 matmuls with "
                            "float32 softmax, log-probabilities and beam scores (CPUs with "
@@ -26,17 +34,32 @@ def add_model_flags(parser, ensemble=False):
                            "The trainer's --mixed_precision names; any run's weights load")
 
 
-def add_beam_flags(parser):
-  """--beam_size, --alpha, --extra_length (default: hparams.json's, else the problem's) and
-  --n_best."""
-  parser.add_argument("--beam_size", type=int, default=None, help="1 = greedy")
-  parser.add_argument("--n_best", type=int, default=1,
-                      help="outputs a sentence, best first (at most --beam_size; sampled: "
-                           "samples a sentence)")
-  parser.add_argument("--alpha", type=float, default=None,
-                      help="length penalty ((5 + |Y|) / 6)^alpha")
-  parser.add_argument("--extra_length", type=int, default=None,
-                      help="max output length = input length + this")
+def add_fields(parser, cls, names=None):
+  """A flag --<name> for every field of the dataclass `cls` (or those in `names`), with the
+  field's type, default (None for a field without one), help and choices (its metadata); a
+  boolean one is --<name>, --no-<name> and absl's --no<name>."""
+  for field in dataclasses.fields(cls):
+    if names is not None and field.name not in names:
+      continue
+    name, meta = field.name, field.metadata
+    default = None if field.default is dataclasses.MISSING else field.default
+    kind = field.type
+    if typing.get_origin(kind) is typing.Union:  # Optional[x]
+      kind = typing.get_args(kind)[0]
+    if kind is bool:
+      parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=default,
+                          help=meta["help"])
+      parser.add_argument(f"--no{name}", dest=name, action="store_false",
+                          help=f"same as --no-{name}")
+    else:
+      parser.add_argument(f"--{name}", type=kind, default=default, choices=meta.get("choices"),
+                          help=meta["help"])
+
+
+def field_values(args, cls):
+  """{name: value} the flags give for the fields of the dataclass `cls` that have a flag."""
+  return {field.name: getattr(args, field.name) for field in dataclasses.fields(cls)
+          if hasattr(args, field.name)}
 
 
 def add_verbose_flag(parser):
@@ -54,32 +77,8 @@ def add_problem_settings_flag(parser):
                            "refused) and decoding reads them from the run")
 
 
-def add_sampling_flags(parser):
-  """--sample, --temperature, --top_k, --top_p and --seed."""
-  parser.add_argument("--sample", action="store_true",
-                      help="draw outputs from the model's distribution instead of searching "
-                           "(e.g. for back-translation); --n_best samples a sentence")
-  parser.add_argument("--temperature", type=float, default=1.0,
-                      help="sampling: logits divided by it (towards 0: greedy)")
-  parser.add_argument("--top_k", type=int, default=0,
-                      help="sampling: from the k most likely tokens only (0: all)")
-  parser.add_argument("--top_p", type=float, default=1.0,
-                      help="sampling: from the fewest most likely tokens whose probability "
-                           "reaches p (nucleus sampling; 1: all)")
-  parser.add_argument("--seed", type=int, default=0,
-                      help="sampling: the same seed and input give the same samples")
-
-
 def model_dirs(args):
   """--model_dir's value: one run directory, or a list of them (an ensemble)."""
   dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
   return dirs[0] if len(dirs) == 1 else dirs
 
-
-_SETTINGS = ("beam_size", "alpha", "extra_length", "n_best", "sample", "temperature", "top_k",
-             "top_p", "seed")
-
-
-def decode_settings(args):
-  """The decoding settings the flags give (translation.DecodeSettings' fields)."""
-  return {name: getattr(args, name) for name in _SETTINGS if hasattr(args, name)}

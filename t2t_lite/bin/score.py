@@ -10,9 +10,11 @@ source) under the model (or the ensemble of several --model_dir), the target's t
 EOS, and logprob / lp(tokens) with --alpha (default: the decoding alpha), which is the score beam
 search ranks outputs by. With --nbest_file (Moses' "i ||| output ||| score" lines, as
 t2t-lite-decode --n_best writes them), it writes the same lines with this model's score as a
-fourth field. On stderr, one JSON line: sentences, tokens, the summed log-probability and the
-corpus perplexity exp(-logprob / tokens). Sources longer than max_length are cut, with a
-warning naming the line.
+fourth field (a line without a number as its score is refused, naming it). On stderr, a line
+naming the checkpoint and why it was chosen (the run's best model when it kept one; see
+--checkpoint_path), then one JSON line: sentences, tokens, the summed log-probability and the
+corpus perplexity exp(-logprob / tokens) (null for no tokens: empty files give no lines and 0
+sentences). Sources longer than max_length are cut, with a warning naming the line.
 """
 import argparse
 import json
@@ -26,6 +28,7 @@ from t2t_lite.decode import translation
 from t2t_lite.errors import T2TLiteError
 
 PROG = "t2t-lite-score"
+logger = logging.getLogger(PROG)
 
 
 def parse_args(argv):
@@ -38,9 +41,7 @@ def parse_args(argv):
                        help="Moses n-best lines 'i ||| output ||| score' (i: the source line, "
                             "0-based), e.g. t2t-lite-decode --n_best's")
   parser.add_argument("--output_file", default="-", help="- = stdout")
-  parser.add_argument("--alpha", type=float, default=None,
-                      help="length penalty of the normalised score (default: hparams.json's, "
-                           "else the problem's)")
+  flags.add_fields(parser, translation.DecodeSettings, ("alpha",))  # the score's penalty
   parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
@@ -63,8 +64,20 @@ def read_pairs(args):
       raise translation.DecodingError(
           f"{args.nbest_file}:{number}: not an n-best line 'i ||| output ||| ...' with i < "
           f"{len(sources)}, the lines of {args.source_file}")
+    if len(fields) < 3 or not _is_number(fields[2]):
+      what = f"score {fields[2]!r} is not a number" if len(fields) > 2 else "no score"
+      raise translation.DecodingError(f"{args.nbest_file}:{number}: {what}: Moses n-best lines "
+                                      "are 'i ||| output ||| score'")
     pairs.append((sources[int(fields[0])], fields[1]))
   return [s for s, _ in pairs], [t for _, t in pairs], nbest
+
+
+def _is_number(text):
+  """Whether text is a finite number (a score)."""
+  try:
+    return math.isfinite(float(text))
+  except ValueError:
+    return False
 
 
 def main(argv=None):
@@ -74,11 +87,13 @@ def main(argv=None):
     check_output_file(args.output_file)
     sources, targets, nbest = read_pairs(args)
     translator = translation.Translator.from_model_dir(
-        flags.model_dirs(args), args.checkpoint_path, precision=args.precision, alpha=args.alpha)
+        flags.model_dirs(args), args.checkpoint_path, precision=args.precision,
+        **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
+  logger.info("scoring %d pairs with %s", len(sources), translator.loaded.which())
   scored = translator.score(sources, targets, args.batch_size)
   if nbest is None:
     lines = [f"{logprob:.6f}\t{tokens}\t{score:.6f}" for logprob, tokens, score in
@@ -86,7 +101,7 @@ def main(argv=None):
   else:
     lines = [f"{line} ||| {s:.6f}" for line, s in zip(nbest, scored["score"])]
   write_lines(args.output_file, lines)
-  logprob, tokens = sum(scored.get("logprob", [])), sum(scored.get("tokens", []))
+  logprob, tokens = sum(scored["logprob"]), sum(scored["tokens"])
   print(json.dumps({"sentences": len(sources), "tokens": tokens, "logprob": logprob,
                     "perplexity": math.exp(-logprob / tokens) if tokens else None}),
         file=sys.stderr)

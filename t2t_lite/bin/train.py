@@ -9,32 +9,12 @@ trained with other hparams) exits with status 2 and a one-line message; a failur
 (a full disk, a diverged run) with status 1.
 """
 import argparse
-import dataclasses
 import logging
 import os
 import sys
-import typing
 
 from t2t_lite.bin import flags
 from t2t_lite.train.train_config import TrainConfig
-
-
-def add_config_flags(parser):
-  """A flag for every TrainConfig field, with the field's default, help and choices."""
-  for field in dataclasses.fields(TrainConfig):
-    name, meta = field.name, field.metadata
-    default = None if field.default is dataclasses.MISSING else field.default
-    kind = field.type
-    if typing.get_origin(kind) is typing.Union:  # Optional[x]
-      kind = typing.get_args(kind)[0]
-    if kind is bool:  # --x, --no-x, and absl's --nox
-      parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=default,
-                          help=meta["help"])
-      parser.add_argument(f"--no{name}", dest=name, action="store_false",
-                          help=f"same as --no-{name}")
-    else:
-      parser.add_argument(f"--{name}", type=kind, default=default, choices=meta.get("choices"),
-                          help=meta["help"])
 
 
 def parse_args(argv=None):
@@ -56,7 +36,7 @@ def parse_args(argv=None):
   add("--progress_seconds", type=float, default=10.0,
       help="while preparing data_dir, log pairs read, pairs/s and an ETA at most this often "
            "(0: only when a split is done)")
-  add_config_flags(parser)
+  flags.add_fields(parser, TrainConfig)  # A flag for every TrainConfig field.
   add("--list", action="store_true",
       help="print the registered problems and hparams sets, then exit")
   flags.add_problem_settings_flag(parser)
@@ -99,8 +79,7 @@ def main(argv=None):
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
-    config = TrainConfig(**{field.name: getattr(args, field.name)
-                            for field in dataclasses.fields(TrainConfig)})
+    config = TrainConfig(**flags.field_values(args, TrainConfig))
     result = trainer.train(
         problem, hparams, args.data_dir, config, raw_dir=args.raw_dir,
         progress_seconds=args.progress_seconds, workers=preparation.default_workers(),

@@ -17,6 +17,7 @@ packed rows (packing.py): one shape, several examples per row.
 import tensorflow as tf
 
 from t2t_lite.data import packing
+from t2t_lite.errors import reason
 
 _FEATURES = ("inputs", "targets")
 
@@ -29,16 +30,6 @@ def serialize_example(inputs, targets):
   # deterministic: map entries in key order, so that the bytes are the same in every process.
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
       deterministic=True)
-
-
-def write_records(path, examples):
-  """Writes an iterable of (inputs, targets) id lists to one TFRecord file; returns the count."""
-  count = 0
-  with tf.io.TFRecordWriter(path) as writer:
-    for inputs, targets in examples:
-      writer.write(serialize_example(inputs, targets))
-      count += 1
-  return count
 
 
 def _parse(serialized):
@@ -76,7 +67,7 @@ def first_damaged_file(files):
       for _ in tf.data.TFRecordDataset(path).map(_parse):
         pass
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      return path, str(e.message).splitlines()[0]
+      return path, reason(e)
   return None, None
 
 

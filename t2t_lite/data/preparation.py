@@ -16,6 +16,7 @@ import os
 import tensorflow as tf
 
 from t2t_lite import files
+from t2t_lite.errors import reason
 from t2t_lite.data import data_files, pipeline
 from t2t_lite.data.progress import Progress
 
@@ -70,7 +71,7 @@ def _remove_attempt(data_dir, existed):
       tf.io.gfile.rmtree(data_dir)
   except tf.errors.OpError as e:  # Report the original error, not this one.
     logger.warning("could not remove the partial preparation in %s: %s", data_dir,
-                   str(e.message).splitlines()[0])
+                   reason(e))
 
 
 def write_split(problem, split, tok, data_dir, raw_dir, progress_seconds, workers):

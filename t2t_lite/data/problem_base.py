@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from t2t_lite.data import data_files, pipeline, preparation, scoring, tokenizers
 from t2t_lite.data.preparation import SPLITS
-from t2t_lite.errors import T2TLiteError
+from t2t_lite.errors import RunFailure, T2TLiteError, reason
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Problem:
   # What a run keeps its best model by (on decoded dev sentences): BLEU as the paper computed it.
   selection_metric = "paper_bleu"
   # Decoding defaults (section 6.1): beam size, length penalty alpha, max output = input +
-  # extra_length. hparams and flags override them: decoding.DecodeSettings.resolve.
+  # extra_length. hparams and flags override them: decode/translation.py, DecodeSettings.resolve.
   beam_size = 4
   alpha = 0.6
   extra_length = 50
@@ -296,13 +296,16 @@ class Problem:
     language picks Moses' rules; t2t_lite/data/scoring.py); other tasks override it."""
     return scoring.translation_scores(hypotheses, references, self.target_lang or "en")
 
-  def damaged_data_error(self, data_dir, error):
-    """A ProblemError naming the first TFRecord file of data_dir that does not read through
-    (for a tf.errors.DataLossError met while reading; the error's own text names no file)."""
-    path, reason = pipeline.first_damaged_file(data_files.record_paths(data_dir))
+  def reading_error(self, data_dir, error):
+    """The one-line error of a tf.errors.OpError met while reading data_dir's records: a
+    damaged file (DataLossError, whose text names no file) is a ProblemError naming the first
+    record file that does not read through; a file gone or unreadable meanwhile a RunFailure."""
+    if not isinstance(error, tf.errors.DataLossError):
+      return RunFailure(f"reading {data_dir} failed: {reason(error)}")
+    path, why = pipeline.first_damaged_file(data_files.record_paths(data_dir))
     if path is None:
-      path, reason = data_dir, str(error.message).splitlines()[0]
-    return ProblemError(f"{path} is damaged ({reason}): {self._how_to_prepare_again(data_dir)}")
+      path, why = data_dir, reason(error)
+    return ProblemError(f"{path} is damaged ({why}): {self._how_to_prepare_again(data_dir)}")
 
   def _check_record_sizes(self, data_dir, split, paths, manifest):
     """Each record file of `split` is there with the size it had when prepared (data_dirs

@@ -111,8 +111,8 @@ def _valid(scores):
 
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
-                max_decode_length, max_lengths=None, min_length=0, reorder_cache=True,
-                logits_mask_fn=None, mask_state=()):
+                max_decode_length, max_lengths=None, reorder_cache=True, logits_mask_fn=None,
+                mask_state=()):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -125,12 +125,10 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     beam_size: K >= 1; 1 is greedy decoding (alpha is then ignored).
     alpha: length penalty exponent >= 0 (0 = rank by log-probability).
     eos_id: the vocabulary's end-of-sequence id.
-    max_decode_length: L: the size of the output buffer and the loop bound (a Python int for
-      XLA; an int32 scalar works without).
+    max_decode_length: L: the size of the output buffer and the loop bound (a Python int, or
+      an int32 scalar; under XLA one it can compute from the input shapes it compiles for).
     max_lengths: optional int [B], each sentence's own maximum output length (clipped to L);
       a sentence that reaches it is finished with the tokens it has. Default: L for all.
-    min_length: EOS is forbidden before this position (e.g. = L so that every hypothesis runs
-      to its maximum length, for benchmarks).
     reorder_cache: True: after each step every changed cache leaf is gathered so that row n
       holds the cache of hypothesis n (the step function needs to know nothing of beams).
       False: nothing is copied; the step function is called as fn(ids, index, cache, rows)
@@ -202,13 +200,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
 
     # The 2K best expansions of the K live prefixes.
-    if isinstance(min_length, int) and min_length <= 0:
-      top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
-    else:  # Without EOS before min_length: of the 3K best, at most K (one a beam) are EOS.
-      top_logprobs, top_flat = top_k(candidates, 3 * k)  # [B, 3K]
-      forbidden = tf.logical_and(tf.equal(top_flat % vocab, eos_id), i < min_length)
-      top_logprobs, kept = tf.math.top_k(tf.where(forbidden, NEG_INF, top_logprobs), 2 * k)
-      top_flat = tf.gather(top_flat, kept, batch_dims=1)  # [B, 2K]
+    top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
     top_beams = top_flat // vocab  # [B, 2K]
     top_ids = top_flat % vocab  # [B, 2K]
     top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]

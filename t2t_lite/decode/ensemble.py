@@ -4,8 +4,8 @@ model running on its own key/value cache. Models must share the vocabulary (chec
 are loaded, t2t_lite/decode/loading.py).
 
 `Ensemble` has the methods of a Transformer that decoding calls (encode, init_cache,
-decode_step, decode, and the call that scores targets), so the search, scoring and alignments
-take one model or an ensemble alike. Its "logits" are log-probabilities, which a softmax maps
+decode_step, alignment_attention, and the call that scores targets), so the search, sampling,
+forced decoding and alignments take one model or an ensemble alike. Its "logits" are log-probabilities, which a softmax maps
 back to the averaged distribution.
 """
 import math

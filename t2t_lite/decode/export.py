@@ -27,6 +27,7 @@ The graph holds only ops of core TensorFlow and TF Text, which the stock `tensor
 links in; it is not XLA-compiled (see `TranslationModule`).
 """
 import json
+import logging
 import os
 import re
 
@@ -36,11 +37,13 @@ import tensorflow as tf
 
 from t2t_lite import files
 from t2t_lite.decode import translation
-from t2t_lite.errors import RunFailure, T2TLiteError
+from t2t_lite.errors import RunFailure, T2TLiteError, reason
 from t2t_lite.modeling import mixed_precision
 
 SETTINGS_FILE = "t2t_lite_export.json"  # Written to <version>/assets.extra/ for the record.
 _VERSION = re.compile(r"^\d+$")
+_TEMP = re.compile(r"^\.tmp-\d+$")  # A version being written (`save`).
+logger = logging.getLogger(__name__)
 
 
 class ExportError(T2TLiteError, ValueError):
@@ -66,25 +69,27 @@ class TranslationModule(tf.Module):
     self.jit_compile = bool(jit_compile)
 
   def settings(self):
-    s = self.translator.settings
-    return {"beam_size": s.beam_size, "alpha": s.alpha, "extra_length": s.extra_length,
-            "n_best": s.n_best, "max_input_length": self.translator.max_input_length,
-            "vocab_size": int(self.model.vocab_size), "jit_compile": self.jit_compile,
-            "with_alignments": self.translator.with_alignments,
-            "precision": mixed_precision.of_model(self.model)}
+    """What the settings file records: every decoding setting (DecodeSettings' fields) and how
+    the graph was built."""
+    translator = self.translator
+    return dict(translator.settings.as_kwargs(), max_input_length=translator.max_input_length,
+                vocab_size=int(self.model.vocab_size), jit_compile=self.jit_compile,
+                with_alignments=translator.with_alignments,
+                precision=mixed_precision.of_model(self.model))
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_text(self, inputs):
     """string [B] -> {"outputs": string [B], "scores": float32 [B], "truncated": bool [B]}."""
     result = self.translator.decode_text(inputs)
     return {key: value if key == "truncated" else value[:, 0] for key, value in result.items()}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_n_best(self, inputs):
     """string [B] -> {"outputs": string [B, N], "scores": float32 [B, N], "truncated"}."""
     return self.translator.decode_text(inputs)
 
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
+  @tf.function(autograph=False,
+               input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
     """int32 [B, S] 0-padded -> {"outputs": int32 [B, L] 0-padded, "scores", "truncated"}."""
     result = self.translator.decode_ids(inputs)
@@ -119,6 +124,7 @@ def save(module, export_dir, extra_info=None):
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
+  _check_export_base(export_dir)
   existed = tf.io.gfile.isdir(export_dir)
   files.make_dirs(export_dir, "export_dir", ExportError)
   version = next_version(export_dir)
@@ -138,8 +144,7 @@ def save(module, export_dir, extra_info=None):
     if not existed:
       _remove(export_dir)
     size = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in module.model.weights)
-    reason = (str(getattr(e, "message", e)).strip().splitlines() or [""])[0]
-    raise RunFailure(f"writing the export to {path} failed: {reason} (its weights alone take "
+    raise RunFailure(f"writing the export to {path} failed: {reason(e)} (its weights alone take "
                      f"{size / 1e6:.1f} MB); nothing was left in {export_dir}") from None
   return path
 
@@ -169,22 +174,43 @@ def _remove(directory):
 
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_length=None,
                      jit_compile=False, precision="none", with_alignments=False, **settings):
-  """Exports the model trained in model_dir (its latest checkpoint, or `checkpoint_path`; or
-  an ensemble: a list of model_dirs).
+  """Exports the model trained in model_dir (or an ensemble: a list of model_dirs), from the
+  checkpoint `checkpoint_path` names as in t2t-lite-decode (default: the run's best model when
+  it kept one, else its newest checkpoint; loading.py), into an export_dir that is new, empty
+  or holds only earlier versions.
 
-  Decoding settings (beam_size, alpha, extra_length, n_best) left None default as in
+  `settings`: DecodeSettings' fields; beam_size, alpha and extra_length left None default as in
   t2t-lite-decode: hparams.json's, else the problem's; max_input_length: hparams.max_length.
-  precision: the graph's compute precision (mixed_precision.py; the weights stay float32),
-  written to the settings file. Returns `<export_dir>/<version>`.
+  precision: the graph's compute precision (mixed_precision.py; the weights stay float32).
+  The settings file records all of them, and the checkpoint and why it was chosen. Returns
+  `<export_dir>/<version>`.
   """
-  # Before the model is loaded: an export_dir that is a file fails at once (created by `save`
-  # only once there is a model to write, so a failed export leaves nothing behind).
-  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
+  # Before the model is loaded: a bad export_dir fails at once (created by `save` only once
+  # there is a model to write, so a failed export leaves nothing behind).
+  _check_export_base(export_dir)
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
       with_alignments=with_alignments, **settings)
+  loaded = translator.loaded
+  logger.info("exporting %s", loaded.which())
   module = TranslationModule(translator, jit_compile=jit_compile)
   return save(module, export_dir, extra_info={
-      "model_dir": model_dir, "checkpoint": translator.loaded.checkpoint,
-      "problem": translator.loaded.problem.name})
+      "model_dir": model_dir, "checkpoint": loaded.checkpoint,
+      "checkpoint_chosen": loaded.which(), "problem": loaded.problem.name})
+
+
+def _check_export_base(export_dir):
+  """Refuses an export_dir that is a file, or a directory that holds anything but versions
+  (integer-named directories, and what an export that did not finish left): a data_dir or a
+  model_dir given by mistake would get a SavedModel among its files."""
+  if not tf.io.gfile.exists(export_dir):
+    return
+  if not tf.io.gfile.isdir(export_dir):
+    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
+  names = sorted(entry.rstrip("/") for entry in tf.io.gfile.listdir(export_dir))
+  others = [name for name in names if not _TEMP.match(name) and not (
+      _VERSION.match(name) and tf.io.gfile.isdir(os.path.join(export_dir, name)))]
+  if others:
+    raise ExportError(f"export_dir {export_dir} holds {len(others)} entries that are not export "
+                      f"versions (e.g. {others[0]}): it is not an export base, whose only entries "
+                      "are <version>/ directories; give a new or empty directory")

@@ -1,11 +1,21 @@
 """Loading a trained run directory back for decoding: its problem, hparams, vocabulary and the
 weights of one checkpoint, in the compute precision asked for. What decode, `translate()`,
-export, attention pictures and averaging start from."""
+export, attention pictures and averaging start from.
+
+Which checkpoint (`checkpoint_path`), decided here and nowhere else:
+  None       the run's best model (model_dir/best/, kept by the trainer's --best_metric) when it
+             kept one, else its newest checkpoint that reads;
+  "best"     the run's best model (refused when it kept none);
+  "newest"   its newest checkpoint that reads (an older one, with a warning, if it does not);
+  a path     exactly that checkpoint prefix, or the latest checkpoint of that directory.
+Each is loaded with why it was chosen (`LoadedModel.which`), which the tools say first.
+"""
 import dataclasses
 import logging
+import os
 from typing import Any, Optional
 
-from t2t_lite import registry
+from t2t_lite import errors, registry
 from t2t_lite.data import data_files
 from t2t_lite.decode import ensemble
 from t2t_lite.hyperparams import HParams
@@ -15,6 +25,7 @@ from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.rundir.run_files import RunDirError
 
 logger = logging.getLogger(__name__)
+BEST, NEWEST = "best", "newest"  # The words checkpoint_path takes beside a path.
 
 
 @dataclasses.dataclass
@@ -29,13 +40,19 @@ class LoadedModel:
   checkpoint: str
   model_dirs: list = dataclasses.field(default_factory=list)
   checkpoints: list = dataclasses.field(default_factory=list)
+  reasons: list = dataclasses.field(default_factory=list)  # why each checkpoint was chosen
+
+  def which(self):
+    """"<checkpoint> (<why>)" for each model, comma-separated: what a tool's first line says."""
+    return ", ".join(f"{c} ({why})" for c, why in zip(self.checkpoints, self.reasons))
 
 
 def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
-  """Builds the model of model_dir/hparams.json, restores its checkpoint (`checkpoint_path`, or
-  the newest that reads) and the vocabulary, and makes it a model for decoding in `precision`
-  (mixed_precision.inference_model). model_dir may be a list of run directories: their models
-  decoded as one (ensemble.Ensemble), refused unless they share problem and vocabulary."""
+  """Builds the model of model_dir/hparams.json, restores the checkpoint `checkpoint_path`
+  names (see the module doc) and the vocabulary, and makes it a model for decoding in
+  `precision` (mixed_precision.inference_model). model_dir may be a list of run directories:
+  their models decoded as one (ensemble.Ensemble), each from its own best model or newest
+  checkpoint, refused unless they share problem and vocabulary."""
   if isinstance(model_dir, (list, tuple)):
     return _load_ensemble(list(model_dir), checkpoint_path, precision)
   saved = run_files.read_run(model_dir)
@@ -47,27 +64,67 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
   mixed_precision.check(precision)
   with mixed_precision.building("none"):  # checkpoints hold float32 weights
     model = build_model(hparams, tokenizer.vocab_size)
-  if checkpoint_path:  # Asked for by name: no other one will do.
-    checkpoint = checkpoints.find_checkpoint(model_dir, checkpoint_path)
-    try:
-      checkpoints.restore_model(model, checkpoint)
-    except checkpoints.UNREADABLE as e:
-      raise RunDirError(
-          f"checkpoint {checkpoint} does not read ({checkpoints.reason(e)})") from None
-  else:
+  checkpoint, why = _restore(model, model_dir, checkpoint_path)
+  model = mixed_precision.inference_model(model, precision)
+  return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint],
+                     [why])
+
+
+def _restore(model, model_dir, checkpoint_path):
+  """Restores the checkpoint `checkpoint_path` names (see the module doc) into `model` -> (its
+  prefix, why it was chosen)."""
+  best = _best_model(model_dir) if checkpoint_path in (None, BEST) else None
+  if best:
+    prefix, record = best
+    why = f"the run's best {record['metric']}, {round(record['value'], 4)} at step " + str(
+        record["step"])
+    newest = checkpoints.list_checkpoints(model_dir)
+    if checkpoint_path is None and newest:
+      why += f"; --checkpoint_path={NEWEST} for {os.path.basename(newest[-1])}"
+    return _restore_exactly(model, prefix), why
+  if checkpoint_path == BEST:
+    raise RunDirError(f"checkpoint_path {BEST!r}: {model_dir} kept no best model (no "
+                      f"{run_files.BEST_FILE} and checkpoint in "
+                      f"{run_files.path(model_dir, run_files.BEST_DIR)})")
+  if checkpoint_path in (None, NEWEST):
     checkpoint = checkpoints.restore_newest_readable(
         lambda prefix: checkpoints.restore_model(model, prefix), model_dir, logger.warning)
     if checkpoint is None:
       checkpoints.find_checkpoint(model_dir)  # Raises, naming the directory.
-  model = mixed_precision.inference_model(model, precision)
-  return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint])
+    return checkpoint, "its newest checkpoint that reads" + (
+        "; the run kept no best model" if checkpoint_path is None else "")
+  # Asked for by name: no other one will do.
+  return (_restore_exactly(model, checkpoints.find_checkpoint(model_dir, checkpoint_path)),
+          "given by --checkpoint_path")
+
+
+def _best_model(model_dir):
+  """(checkpoint prefix, best.json's record) of the best model a run kept, or None."""
+  best_dir = run_files.path(model_dir, run_files.BEST_DIR)
+  try:
+    record = run_files.read_best_record(model_dir)
+  except ValueError as e:  # Not JSON.
+    raise RunDirError(f"{run_files.path(best_dir, run_files.BEST_FILE)} does not read "
+                      f"({errors.reason(e)})") from None
+  prefixes = checkpoints.list_checkpoints(best_dir) if record else []
+  return (prefixes[-1], record) if prefixes else None
+
+
+def _restore_exactly(model, prefix):
+  """Restores `prefix` into `model` -> prefix; one that does not read is an error."""
+  try:
+    checkpoints.restore_model(model, prefix)
+  except checkpoints.UNREADABLE as e:
+    raise RunDirError(f"checkpoint {prefix} does not read ({errors.reason(e)})") from None
+  return prefix
 
 
 def _load_ensemble(model_dirs, checkpoint_path, precision):
-  if checkpoint_path:
-    raise RunDirError("an ensemble takes each member's newest checkpoint: give each member as "
-                      "a model_dir of its own (e.g. an averaged one), not --checkpoint_path")
-  members = [load(directory, None, precision) for directory in model_dirs]
+  if checkpoint_path not in (None, BEST, NEWEST):
+    raise RunDirError(f"an ensemble takes each member's best model or newest checkpoint "
+                      f"(--checkpoint_path={BEST} or {NEWEST}): give each member as a model_dir "
+                      "of its own (e.g. an averaged one), not a --checkpoint_path")
+  members = [load(directory, checkpoint_path, precision) for directory in model_dirs]
   first = members[0]
   vocabulary = data_files.vocab_checksum(model_dirs[0])
   for directory, member in zip(model_dirs[1:], members[1:]):
@@ -81,4 +138,5 @@ def _load_ensemble(model_dirs, checkpoint_path, precision):
                         "needs one vocabulary")
   model = ensemble.Ensemble([m.model for m in members]) if len(members) > 1 else first.model
   return LoadedModel(model, first.hparams, first.problem, first.tokenizer, first.checkpoint,
-                     model_dirs, [m.checkpoint for m in members])
+                     model_dirs, [m.checkpoint for m in members],
+                     [why for m in members for why in m.reasons])

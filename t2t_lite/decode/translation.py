@@ -22,9 +22,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.problem_base import ProblemError
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-from t2t_lite.decode import alignment, loading, search
+from t2t_lite.decode import alignment, forced_decoding, loading, sampling, search
 from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
@@ -36,21 +35,36 @@ class DecodingError(T2TLiteError, ValueError):
   """A bad decoding setting (one-line message)."""
 
 
+def _setting(help, default=dataclasses.MISSING):
+  return dataclasses.field(default=default, metadata={"help": help})
+
+
+_RESOLVED = "Default: hparams.json's, else the problem's"
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
   """How to search. Beam search (section 6.1): beam size, length penalty alpha, max output =
   source length + extra_length, and the n_best best outputs a sentence. Or sampling
   (`sample`): n_best samples a sentence drawn with `temperature`, from the `top_k` most likely
-  tokens (0: all) and the nucleus of probability `top_p` (1: all), from `seed`."""
-  beam_size: int
-  alpha: float
-  extra_length: int
-  n_best: int = 1
-  sample: bool = False
-  temperature: float = 1.0
-  top_k: int = 0
-  top_p: float = 1.0
-  seed: int = 0
+  tokens (0: all) and the nucleus of probability `top_p` (1: all), from `seed`. Each field is
+  a flag of t2t-lite-decode and t2t-lite-export (score and attention take some) of the same
+  name, whose help is declared here, beside the field (bin/flags.py's add_fields); a field
+  without a default is `resolve`d."""
+  beam_size: int = _setting(f"hypotheses kept a sentence (section 6.1); 1 = greedy. {_RESOLVED}")
+  alpha: float = _setting("length penalty: outputs are ranked by log P(Y) / ((5 + |Y|) / "
+                          f"6)^alpha. {_RESOLVED}")
+  extra_length: int = _setting(f"max output length = input length + this. {_RESOLVED}")
+  n_best: int = _setting("outputs a sentence, best first (at most --beam_size; sampled: samples "
+                         "a sentence)", 1)
+  sample: bool = _setting("draw outputs from the model's distribution instead of searching (e.g. "
+                          "for back-translation); --n_best samples a sentence", False)
+  temperature: float = _setting("sampling: logits divided by it (towards 0: greedy)", 1.0)
+  top_k: int = _setting("sampling: from the k most likely tokens only (0: all)", 0)
+  top_p: float = _setting("sampling: from the fewest most likely tokens whose probability "
+                          "reaches p (nucleus sampling; 1: all)", 1.0)
+  seed: int = _setting("sampling: the same seed and input give the same samples (with --xla "
+                       "other samples than without)", 0)
 
   def __post_init__(self):
     checks = (("beam_size", self.beam_size >= 1, ">= 1"), ("alpha", self.alpha >= 0, ">= 0"),
@@ -66,11 +80,11 @@ class DecodeSettings:
 
   @classmethod
   def resolve(cls, problem, hparams=None, **given):
-    """beam_size, alpha, extra_length: the argument (a flag) if not None, else hparams' if
-    set, else the problem's class default. The one place where these three sources meet.
-    Other fields: the argument, else their default."""
+    """The fields without a default (beam_size, alpha, extra_length): the argument (a flag) if
+    not None, else hparams' if set, else the problem's class default. The one place where
+    these three sources meet. Other fields: the argument, else their default."""
     values = {}
-    for name in ("beam_size", "alpha", "extra_length"):
+    for name in [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]:
       for source in (given.pop(name, None), getattr(hparams, name, None),
                      getattr(problem, name)):
         if source is not None:
@@ -90,8 +104,9 @@ class Translator(tf.Module):
     tokenizer: the problem's tokenizer.
     **settings: DecodeSettings' fields.
     max_input_length: longer inputs are cut to it, EOS included (default: hparams.max_length).
-    jit_compile: XLA-compile the search (once for every batch and source length; lines are
-      padded to multiples of `length_multiple` tokens to bound them).
+    jit_compile: XLA-compile the search, over fixed-size key/value buffers (search.beams'
+      static_shapes; what a TPU runs): once for every batch and source length, so lines are
+      padded to multiples of `length_multiple` tokens to bound them.
     constraint: the problem's output constraint (e.g. a parser's grammar; search.beams).
     output_fn: the problem's in-graph form of its outputs, (sources string [B], outputs string
       [B, N]) -> string [B, N] (e.g. a parser's trees over the source words), or None.
@@ -115,31 +130,45 @@ class Translator(tf.Module):
                          length_multiple=length_multiple, constraint=constraint,
                          output_fn=output_fn, with_alignments=with_alignments, **settings)
     self.loaded: Optional[loading.LoadedModel] = None  # Set by from_model_dir.
-    self._search = (tf.function(self._search_ids, jit_compile=True) if jit_compile
-                    else self._search_ids)
-    self.decode_text = tf.function(self._decode_text, input_signature=[
+    # autograph=False: the searches are tf.while_loops as written, and converting the model's
+    # and the tokenizer's Python to graph code would cost seconds at every start for nothing.
+    self._search = (tf.function(self._search_ids, jit_compile=True, autograph=False)
+                    if jit_compile else self._search_ids)
+    self.decode_text = tf.function(self._decode_text, autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="inputs")])
-    self.decode_ids = tf.function(self._decode_ids, input_signature=[
+    self.decode_ids = tf.function(self._decode_ids, autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name="inputs")])
-    self.score_text = tf.function(self._score_text, input_signature=[
+    self.score_text = tf.function(self._score_text, autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="sources"),
         tf.TensorSpec([None], tf.string, name="targets")])
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="none", **kwargs):
-    """The model of model_dir (or an ensemble: a list of model_dirs), computing in
-    `precision` (mixed_precision.py); decoding settings left None resolved by
-    DecodeSettings.resolve; the problem's constraint and output form."""
+    """The model of model_dir (or an ensemble: a list of model_dirs) from the checkpoint
+    `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
+    loading.py; `self.loaded.which()` says which and why), computing in `precision`
+    (mixed_precision.py); decoding settings left None resolved by DecodeSettings.resolve; the
+    problem's constraint and output form."""
     loaded = loading.load(model_dir, checkpoint_path, precision)
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
     settings = DecodeSettings.resolve(
         loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})
-    directory = loaded.model_dirs[0]
-    kwargs.setdefault("constraint", _problem_hook(loaded.problem, "decode_constraint", directory))
-    kwargs.setdefault("output_fn", _problem_hook(loaded.problem, "decode_output_fn", directory))
-    translator = cls(loaded.model, loaded.tokenizer, **settings.as_kwargs(), **kwargs)
+    translator = cls.of_problem(loaded.model, loaded.problem, loaded.model_dirs[0], settings,
+                                loaded.tokenizer, **kwargs)
     translator.loaded = loaded
     return translator
+
+  @classmethod
+  def of_problem(cls, model, problem, directory, settings, tokenizer=None, **kwargs):
+    """A Translator of `model` for `problem` with DecodeSettings `settings`: the problem's
+    tokenizer (unless given), constraint (e.g. a parser's grammar) and output form, for the
+    vocabulary in `directory` (a data_dir or model_dir)."""
+    hooks = {"constraint": getattr(problem, "decode_constraint", None),
+             "output_fn": getattr(problem, "decode_output_fn", None)}
+    for name, make in hooks.items():
+      kwargs.setdefault(name, make(directory) if make is not None else None)
+    return cls(model, tokenizer or problem.tokenizer(directory), **settings.as_kwargs(),
+               **kwargs)
 
   def with_options(self, **changes):
     """A Translator of the same model with some options or settings changed."""
@@ -213,14 +242,15 @@ class Translator(tf.Module):
 
   def _search_ids(self, inputs, max_lengths):
     s = self.settings
+    # Under XLA, fixed-size key/value buffers: the only form it compiles (search.beams).
     if s.sample:
-      return search.sample(self.model, inputs, num_samples=s.n_best, temperature=s.temperature,
-                           top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-                           extra_length=s.extra_length, max_lengths=max_lengths,
-                           constraint=self.constraint)
+      return sampling.sample(self.model, inputs, num_samples=s.n_best, temperature=s.temperature,
+                             top_k=s.top_k, top_p=s.top_p, seed=s.seed,
+                             extra_length=s.extra_length, max_lengths=max_lengths,
+                             constraint=self.constraint, static_shapes=self.jit_compile)
     ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
                                extra_length=s.extra_length, max_lengths=max_lengths,
-                               constraint=self.constraint)
+                               constraint=self.constraint, static_shapes=self.jit_compile)
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
@@ -229,9 +259,8 @@ class Translator(tf.Module):
     with the settings' alpha, as beam search ranks outputs, "truncated": bool [B]}."""
     inputs, truncated, _ = self._source(self.tokenizer.tokenize(_valid_utf8(sources)))
     target_ids = self.tokenizer.tokenize(_valid_utf8(targets), add_eos=True).to_tensor(PAD_ID)
-    logprob, tokens = search.target_logprobs(self.model, inputs, target_ids)
-    return {"logprob": logprob, "tokens": tokens, "truncated": truncated,
-            "score": logprob / search.beam_search.length_penalty(tokens, self.settings.alpha)}
+    return dict(forced_decoding.scores(self.model, inputs, target_ids, self.settings.alpha),
+                truncated=truncated)
 
   # ------------------------------------------------------------------ in Python
   def decode_lines(self, lines, batch_size=32, progress=None):
@@ -275,14 +304,15 @@ class Translator(tf.Module):
     return texts, scores
 
   def score(self, sources, targets, batch_size=32):
-    """score_text over pairs, in batches -> {"logprob", "tokens", "score", "truncated"} lists."""
-    results = {}
+    """score_text over pairs, in batches -> {"logprob", "tokens", "score", "truncated"} lists
+    (empty ones for no pairs)."""
+    results = {key: [] for key in ("logprob", "tokens", "score", "truncated")}
     for start in range(0, len(sources), batch_size):
       out = self.score_text(tf.constant(sources[start:start + batch_size], tf.string),
                             tf.constant(targets[start:start + batch_size], tf.string))
       for key, value in out.items():
-        results.setdefault(key, []).extend(value.numpy().tolist())
-    self._warn_truncated(results.get("truncated", []), "pair %d: source longer")
+        results[key].extend(value.numpy().tolist())
+    self._warn_truncated(results["truncated"], "pair %d: source longer")
     return results
 
   def _warn_truncated(self, truncated, what):
@@ -298,23 +328,17 @@ def _valid_utf8(strings):
                                       errors="replace", replacement_char=0xFFFD)
 
 
-def _problem_hook(problem, name, directory):
-  """A problem's decoding hook (decode_constraint, decode_output_fn) for the vocabulary in
-  `directory` (a data_dir or model_dir), or None when the problem has none."""
-  make = getattr(problem, name, None)
-  return make(directory) if make is not None else None
-
-
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
               extra_length=None, batch_size=32, precision="none", **settings):
   """Translates `sentences` with the model in model_dir (or an ensemble: a list of them) ->
   (texts, scores), in order.
 
-  beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
+  checkpoint_path: None (the run's best model when it kept one, else its newest checkpoint),
+  "best", "newest" or a path (loading.py). beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
   4, 0.6, 50). Scores are the length-penalised log-probabilities of the outputs (beam 1:
   log-probabilities; sampled: log-probabilities). `settings`: DecodeSettings' other fields
-  (n_best: N outputs a sentence, as lists; sample, temperature, top_k, top_p, seed).
-  precision: "none" (float32), "bf16" or "fp16" (mixed_precision.py). Builds the model each
+  (n_best: N outputs a sentence, as lists; sample, temperature, top_k, top_p, seed) or
+  Translator's options (e.g. jit_compile=True: the XLA-compiled search). precision: "none" (float32), "bf16" or "fp16" (mixed_precision.py). Builds the model each
   call: use `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
@@ -323,31 +347,3 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
                                          alpha=alpha, extra_length=extra_length,
                                          precision=precision, **settings)
   return translator.translate(list(sentences), batch_size=batch_size)
-
-
-def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=32):
-  """-> metric_fn(model): the problem's own metric (BLEU, bracket F1, accuracy) on the first
-  `num_examples` dev pairs, decoded with the run's settings (`DecodeSettings.resolve`); None
-  when num_examples is 0 or data_dir keeps no dev text. For `Trainer(metric_fn=...)`."""
-  if not num_examples:
-    return None
-  try:
-    pairs = problem.text_pairs("dev", data_dir)[:num_examples]
-  except ProblemError:
-    return None
-  sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-  settings = DecodeSettings.resolve(problem, hparams)
-  translators = {}
-
-  def metric_fn(model):
-    if id(model) not in translators:  # One traced decoder per model, reused every eval.
-      translators[id(model)] = Translator(
-          model, problem.tokenizer(data_dir), **settings.as_kwargs(),
-          constraint=_problem_hook(problem, "decode_constraint", data_dir),
-          output_fn=_problem_hook(problem, "decode_output_fn", data_dir))
-    hypotheses, _ = translators[id(model)].translate(sources, batch_size)
-    scores = problem.score(sources, hypotheses, references)
-    return {f"dev_{name}": value for name, value in scores.items()
-            if isinstance(value, (int, float, str))}  # str: a BLEU's signature
-
-  return metric_fn

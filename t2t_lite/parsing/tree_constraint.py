@@ -44,7 +44,8 @@ _ANY_WORD = 0  # Word class of a word that may take any non-punctuation tag.
 
 
 class TreeConstraint:
-  """The logits mask of the module doc; `initial_state` and `step` as search.beams expects."""
+  """The logits mask of the module doc: search.beams' (and sampling's) `constraint`, whose
+  `initial_state` and `mask_logits` they call; `step` is the mask and the state's advance."""
 
   def __init__(self, vocab, tokenizer):
     """vocab: the "words" vocabulary dict (WsjParsing.read_vocab); tokenizer: its WordTokenizer."""

@@ -183,11 +183,6 @@ def parse_tree(tree_str, filename="<string>"):
   return trees[0]
 
 
-def normalize_tree(tree_str):
-  """The documented normalisation of one bracketed tree string, as a one-line string."""
-  return tree_to_string(parse_tree(tree_str))
-
-
 def _events(tree):
   """Pre-order walk without recursion: ("open", label), ("leaf", tag, word), ("close", label)."""
   stack = [(tree, False)]
@@ -265,7 +260,7 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
   punctuation gets XX.
 
   The result holds exactly the source words in order, each under one POS tag, is normalised
-  (normalize_tree(result) == result) and tree_to_example(result)[0] is the source's words.
+  (tree_to_string(parse_tree(result)) == result) and tree_to_example(result)[0] is the source's words.
   Raises ValueError when the source has no words or a word holds a bracket (the treebank
   writes them -LRB- / -RRB-), since no tree string could hold it.
   """

@@ -6,12 +6,11 @@ also keeps the `checkpoint` index file) as tf.train.Checkpoint(model=..., ...): 
 also hold `optimizer`, `rng` and `train_iterator`; an averaged or best one only `model`.
 """
 import os
-import re
+import uuid
 
-import numpy as np
 import tensorflow as tf
 
-from t2t_lite.errors import RunFailure
+from t2t_lite.errors import RunFailure, reason
 from t2t_lite.rundir import run_files
 from t2t_lite.rundir.run_files import RunDirError
 
@@ -39,46 +38,68 @@ def checkpoint_step(prefix):
   return int(suffix) if suffix.isdigit() else None
 
 
-def reason(error):
-  """The first line of what a failed read or write said, without the wrapped function's name
-  that begins an op's message and the op's name that ends it (not for the user)."""
-  line = (str(getattr(error, "message", None) or error).strip().splitlines() or [""])[0]
-  return re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line))
-
-
-def save_failure(error, step, directory, last, variables):
+def save_failure(error, step, directory, last, checkpoint):
   """The one-line RunFailure of a save of step `step` that failed (a full disk): it names the
-  directory, what a checkpoint takes (the last one's size, or, before the first, what
-  `variables` take) and the checkpoint left intact."""
+  directory, what a checkpoint of this run takes (the last one's size or, before the first, the
+  size of `checkpoint`, a tf.train.Checkpoint, written once to memory to measure it: weights,
+  optimizer slots and the input pipeline's state alike) and the checkpoint left intact."""
   if last:
-    size = f"a checkpoint takes {checkpoint_bytes(last) / 1e6:.1f} MB"
-    intact = f"the last good checkpoint, {last}, is intact"
-  else:  # What the variables take (not the input's state, which has no size before a save).
-    total = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in variables)
-    size = f"its weights and optimizer state alone take {total / 1e6:.1f} MB"
-    intact = "no checkpoint was saved before"
+    size, intact = checkpoint_bytes(last), f"the last good checkpoint, {last}, is intact"
+  else:
+    size, intact = _size_in_memory(checkpoint), "no checkpoint was saved before"
   return RunFailure(f"saving the step {step} checkpoint in {directory} failed: {reason(error)} "
-                    f"({size}); {intact}")
+                    f"(a checkpoint of this run takes {size / 1e6:.1f} MB); {intact}")
 
 
-def restore_newest_readable(restore, model_dir, warn):
-  """Calls restore(path) on model_dir's checkpoints, newest first, until one reads -> its path
-  (None when model_dir has none). A checkpoint that does not read (its .data truncated or
-  missing, its .index damaged: a tf.errors.OpError) is named through warn(message) and the
-  previous one is tried: never silently, and never a traceback while an older one is good."""
-  paths = list_checkpoints(model_dir)
+def _size_in_memory(checkpoint):
+  """Bytes `checkpoint` takes once written (on TensorFlow's ram:// file system, then freed)."""
+  prefix = f"ram://t2t_lite_checkpoint_size/{uuid.uuid4().hex}/ckpt"
+  try:
+    return checkpoint_bytes(checkpoint.write(prefix))
+  finally:
+    tf.io.gfile.rmtree(os.path.dirname(prefix))
+
+
+def newest_readable(model_dir, read, warn, count=1):
+  """Calls read(path) on model_dir's checkpoints, newest first, until `count` of them have read
+  -> their paths, oldest first (fewer when fewer read; [] when model_dir has none). One that
+  does not read (its .data truncated or missing, its .index damaged) is named through
+  warn(message) and the previous one tried: never silently, and never a traceback while an
+  older one is good."""
+  paths, readable = list_checkpoints(model_dir), []
   for i, path in enumerate(reversed(paths)):
+    if len(readable) == count:
+      break
     try:
-      restore(path)
-      return path
+      read(path)
+      readable.append(path)
     except UNREADABLE as e:
       fallback = (f"using the previous one, {paths[-i - 2]}" if i + 1 < len(paths)
                   else "no earlier checkpoint is left")
       warn(f"checkpoint {path} does not read ({reason(e)}): {fallback}")
+  return readable[::-1]
+
+
+def restore_newest_readable(restore, model_dir, warn):
+  """restore(path) of model_dir's newest checkpoint that reads (newest_readable) -> its path,
+  None when model_dir has none; a RunDirError when none of them reads."""
+  restored = newest_readable(model_dir, restore, warn)
+  if restored:
+    return restored[0]
+  paths = list_checkpoints(model_dir)
   if paths:
     raise RunDirError(f"no checkpoint of {model_dir} reads (tried {', '.join(paths)}): "
                       "the run must start again in a new --model_dir")
   return None
+
+
+def read_whole(prefix):
+  """Reads every tensor of checkpoint `prefix`: raises one of UNREADABLE where it is damaged.
+  For checkpoints about to be read whole anyway (averaging)."""
+  reader = tf.train.load_checkpoint(prefix)
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype != tf.variant:  # The input iterator's state: not readable as a tensor here.
+      reader.get_tensor(name)
 
 
 def remove_stale_temp_dirs(model_dir, log):
@@ -136,7 +157,7 @@ def restore_model(model, prefix, averages=True):
     status.assert_existing_objects_matched()
   except (AssertionError, ValueError) as e:  # ValueError: a weight of another shape
     raise RunDirError(f"checkpoint {prefix} does not match the model of "
-                      f"{run_files.HPARAMS_FILE}: {str(e).splitlines()[0]}") from None
+                      f"{run_files.HPARAMS_FILE}: {reason(e)}") from None
   return model
 
 

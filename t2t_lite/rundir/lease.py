@@ -34,7 +34,7 @@ import uuid
 
 import tensorflow as tf
 
-from t2t_lite.errors import RunFailure, T2TLiteError
+from t2t_lite.errors import RunFailure, T2TLiteError, reason
 from t2t_lite.rundir import run_files
 from t2t_lite.rundir.run_files import RunDirError
 
@@ -89,7 +89,7 @@ class Lease:
     except tf.errors.NotFoundError:
       return None
     except (ValueError, tf.errors.OpError) as e:
-      logger.warning("%s is unreadable (%s): ignoring it", self.path, str(e).splitlines()[0])
+      logger.warning("%s is unreadable (%s): ignoring it", self.path, reason(e))
       return None
     return record if isinstance(record, dict) else None
 
@@ -121,16 +121,16 @@ class Lease:
         raise RunDirError(f"model_dir {self.model_dir} is not a directory")
       found = self.read()
       if found is not None and not self._ours(found):
-        reason = self.stale_reason(found)
-        if not reason:
+        why = self.stale_reason(found)
+        if not why:
           raise self._held(found)
         logger.warning("taking over the lease of %s from %s: %s", self.model_dir,
-                       _describe(found), reason)
+                       _describe(found), why)
       self.record["heartbeat"] = time.time()
       self._write()
     except tf.errors.OpError as e:
       raise RunDirError(f"cannot write model_dir {self.model_dir}: "
-                          f"{str(e.message).splitlines()[0]}") from None
+                          f"{reason(e)}") from None
     time.sleep(self.settle_seconds)
     found = self.read()
     if not self._ours(found):
@@ -169,7 +169,7 @@ class Lease:
         self.record["heartbeat"] = time.time()
         self._write()
       except tf.errors.OpError as e:  # A transient storage error: try again next beat.
-        logger.warning("could not refresh %s: %s", self.path, str(e.message).splitlines()[0])
+        logger.warning("could not refresh %s: %s", self.path, reason(e))
 
   def check(self):
     """Raises LeaseLost if another trainer holds the lease now (call before each save)."""
@@ -189,7 +189,7 @@ class Lease:
       if self._ours(self.read()):
         tf.io.gfile.remove(self.path)
     except tf.errors.OpError as e:
-      logger.warning("could not remove %s: %s", self.path, str(e.message).splitlines()[0])
+      logger.warning("could not remove %s: %s", self.path, reason(e))
 
   def __enter__(self):
     return self.acquire()

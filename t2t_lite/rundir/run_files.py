@@ -110,19 +110,21 @@ def read_run(model_dir):
       manifest.get("settings", {}))
 
 
-def check_resume(saved, hparams, run_info, data_dir):
+def check_resume(saved, hparams, run_info, data_dir=None, data_settings=None):
   """Refuses (RunDirError, naming the first difference) to train into saved.model_dir when it
   holds a run of another problem, other problem settings, other hparams, another seed,
   accumulation, replica count, precision or packing, or another vocabulary than data_dir's.
   Reads only, so that a refused run leaves every byte of the directory as it was. A new or
-  empty directory passes."""
+  empty directory passes. What is not known yet is not checked: without data_dir, the
+  vocabulary (and the settings, unless `data_settings` gives them); run.json fields missing
+  from run_info."""
   model_dir = saved.model_dir
   problem = run_info["problem"]
   if saved.problem and saved.problem != problem:
     raise RunDirError(f"{model_dir} was trained on problem {saved.problem!r}, not {problem!r}: "
                       "use a new --model_dir")
-  settings = ((data_files.read_manifest(data_dir) if data_dir else None) or {}).get(
-      "settings", {})
+  settings = data_settings or ((data_files.read_manifest(data_dir) if data_dir else None)
+                               or {}).get("settings", {})
   if saved.data_settings and settings and saved.data_settings != settings:
     raise RunDirError(f"{model_dir} was trained on {problem} data prepared with "
                       f"{saved.data_settings}, not {settings}: resume with the run's data_dir "
@@ -132,8 +134,9 @@ def check_resume(saved, hparams, run_info, data_dir):
     for key, value in new.items():
       if old.get(key) != value:
         raise RunDirError(
-            f"{model_dir} was trained with {key}={old.get(key)!r}, not {value!r}: resume with "
-            f"the same hparams (see {path(model_dir, HPARAMS_FILE)}) or use a new --model_dir")
+            f"{model_dir} was trained with {key}={old.get(key)!r}{_hparams_set(saved.info)}, "
+            f"not {value!r}{_hparams_set(run_info)}: resume with the same hparams (see "
+            f"{path(model_dir, HPARAMS_FILE)}) or use a new --model_dir")
   # Against model_dir's own copy (run.json's checksum is only a record): a vocabulary of the
   # same size but other pieces would pass any size check.
   ours = data_files.vocab_checksum(model_dir)
@@ -146,14 +149,24 @@ def check_resume(saved, hparams, run_info, data_dir):
   _check_run_fields(saved, run_info)
 
 
+def _hparams_set(info):
+  """" (hparams set transformer_tiny with 'd_model=64')" from run.json's fields, "" when the
+  run did not record its set (a run started from the Python API)."""
+  name, overrides = info.get("hparams_set"), info.get("hparams_overrides")
+  if not name:
+    return ""
+  return f" (hparams set {name}" + (f" with {overrides!r})" if overrides else ")")
+
+
 def _check_run_fields(saved, run_info):
   model_dir, run_path = saved.model_dir, path(saved.model_dir, RUN_FILE)
-  if saved.info and bool(saved.info.get("packed", False)) != run_info["packed"]:
+  if (saved.info and "packed" in run_info
+      and bool(saved.info.get("packed", False)) != run_info["packed"]):
     packed = "with" if saved.info.get("packed") else "without"
     raise RunDirError(f"{model_dir} was trained {packed} --pack; resume it {packed} --pack or "
                       "use a new --model_dir")
   for key in RESUME_FIELDS:
-    if key in saved.info and saved.info[key] != run_info[key]:
+    if key in saved.info and key in run_info and saved.info[key] != run_info[key]:
       raise RunDirError(
           f"{model_dir} was trained with {key}={saved.info[key]!r}, not {run_info[key]!r}: "
           f"exact resume needs the same {key} (see {run_path}), or use a new --model_dir")

@@ -9,6 +9,7 @@ does t2t-lite-export.
 """
 import collections
 import json
+import logging
 import os
 
 import numpy as np
@@ -22,23 +23,29 @@ from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import checkpoints, run_files
 
 MODEL = run_files.MODEL
+logger = logging.getLogger(__name__)
 
 
 class CheckpointError(T2TLiteError, ValueError):
   """Too few checkpoints, or checkpoints whose model variables differ (one-line message)."""
 
 
-def last_checkpoints(model_dir, num_last):
-  """The `num_last` newest checkpoint prefixes of model_dir's CheckpointManager, oldest first."""
+def last_checkpoints(model_dir, num_last, warn=logger.warning):
+  """The `num_last` newest checkpoint prefixes of model_dir's CheckpointManager that read,
+  oldest first. One that does not read is named through warn(message), as resume and decode
+  name it, and the one before it taken instead (checkpoints.newest_readable)."""
   if num_last < 1:
     raise CheckpointError(f"num_last must be >= 1, got {num_last}")
   paths = checkpoints.list_checkpoints(model_dir)
   if not paths:
     raise CheckpointError(f"no checkpoint found in {model_dir} (looked for its 'checkpoint' file)")
-  if len(paths) < num_last:
-    raise CheckpointError(f"{model_dir} has {len(paths)} checkpoints, fewer than the "
+  readable = checkpoints.newest_readable(model_dir, checkpoints.read_whole, warn, num_last)
+  if len(readable) < num_last:
+    damaged = len(paths) - len(readable)
+    unread = f" that read (the other {damaged} do not)" if damaged else ""
+    raise CheckpointError(f"{model_dir} has {len(readable)} checkpoints{unread}, fewer than the "
                           f"{num_last} asked for")
-  return paths[-num_last:]
+  return readable
 
 
 def model_variables(checkpoint):

@@ -17,6 +17,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from t2t_lite import errors
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import run_files
 from t2t_lite.train.train_config import STRATEGIES
@@ -34,10 +35,21 @@ def _tpu_strategy(tpu):
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
   except (tf.errors.OpError, ValueError, RuntimeError) as e:
-    reason = (str(getattr(e, "message", e)).strip().splitlines() or [""])[0]
-    raise DistributeError(f"--strategy=tpu: no TPU found at {tpu or 'local'} ({reason}); on a "
-                          "Cloud TPU VM use --tpu=local, else --tpu=<name or grpc:// address>"
-                          ) from None
+    raise DistributeError(_no_tpu(tpu, e)) from None
+
+
+def _no_tpu(tpu, error):
+  """The one line of a TPU that was asked for and not found: what was looked for, the cause
+  in words (not TensorFlow's op and attribute dump) and only advice not already taken."""
+  where = tpu or "local"
+  if where == "local":
+    cause = ("this TensorFlow has no TPU support (it is not a TPU build)"
+             if "ConfigureDistributedTPU" in str(error) else errors.reason(error))
+    return (f"--strategy=tpu: no TPU on this machine ({cause}); --tpu=local is for a Cloud TPU "
+            "VM with TensorFlow's TPU build; for a TPU elsewhere give --tpu=<name or grpc:// "
+            "address>")
+  return (f"--strategy=tpu: no TPU found at {where} ({errors.reason(error)}); check the name or "
+          "address, or on a Cloud TPU VM use --tpu=local")
 
 
 def _multi_worker_strategy():
@@ -149,10 +161,12 @@ class Platform:
     return not self.compiles_everything
 
   def train_iterator(self, dataset_fn, consumed_batches):
-    """The iterator feeding this worker's replicas: a plain tf.data iterator (checkpointable),
-    or a distributed one past the `consumed_batches` already used (see the module doc)."""
+    """The iterator feeding this worker's replicas, past the `consumed_batches` already used: a
+    plain tf.data iterator (checkpointable), or a distributed one (see the module doc)."""
     if self.saves_input_position:
-      return iter(dataset_fn(self.input_context))
+      dataset = dataset_fn(self.input_context)
+      # No skip op at 0: a saved position restores only into the pipeline it was saved from.
+      return iter(dataset.skip(consumed_batches) if consumed_batches else dataset)
     return iter(self.strategy.distribute_datasets_from_function(
         lambda context: dataset_fn(context).skip(consumed_batches)))
 
@@ -189,17 +203,18 @@ class Platform:
 
 
 class WorkerVote:
-  """vote(flag) -> True if `flag` is true on any worker: workers decide together when to save
-  or stop (on their own clocks they could differ, and a worker left alone would wait forever).
-  Every worker must call it at the same points."""
+  """vote(flags) -> flags, each True if it is true on any worker: workers decide together when
+  to save or stop (on their own clocks they could differ, and a worker left alone would wait
+  forever). One all-reduce for all the flags. Every worker must call it at the same points."""
 
   def __init__(self, strategy, num_workers):
     self.strategy, self.num_workers = strategy, num_workers
     self._sum_fn = None
 
-  def __call__(self, flag):
+  def __call__(self, flags):
+    flags = [bool(flag) for flag in flags]
     if self.num_workers == 1:
-      return flag
+      return flags
     if self._sum_fn is None:
       strategy = self.strategy
 
@@ -209,4 +224,5 @@ class WorkerVote:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
 
       self._sum_fn = sum_fn
-    return bool(self._sum_fn(tf.constant(1.0 if flag else 0.0)) > 0)
+    totals = self._sum_fn(tf.constant([1.0 if flag else 0.0 for flag in flags]))
+    return [bool(total > 0) for total in totals.numpy()]

@@ -5,11 +5,13 @@ At each evaluation the run's selection metric is compared with the best so far:
   - better: the weights just evaluated (the moving averages when the run keeps them) are
     written to model_dir/best/, a run directory of its own that decode, average and export
     take as it is, with best.json recording the metric, its value and the step;
-  - otherwise the evaluations without improvement are counted; at `cooldown_patience` the
-    run's cooldown starts (run_schedule.RunSchedule.cool_down_from; when it is done the run
-    stops), at `patience` the run stops; either way exit status 0, with the reason printed and
-    in best.json, and a resumed run does not train on.
-The state (best value and step, evaluations without improvement, where the cooldown started,
+  - otherwise the evaluations without improvement are counted.
+This module keeps that record; what it means for the run (its cooldown starts at
+`cooldown_patience` evaluations without improvement, the run stops at `patience` or when the
+cooldown is done, and a resumed run that stopped does not train on) is decided by the run's
+schedule (run_schedule.py), which has every decision to stop. Either way the exit status is 0,
+with the reason printed and in best.json.
+The record (best value and step, evaluations without improvement, where the cooldown started,
 stopped) is in the trainer's checkpoints, so that a run resumed after SIGTERM or SIGKILL goes on
 where it was (a cooldown by wall time starts again: the clock is not in a checkpoint).
 """
@@ -17,8 +19,9 @@ import math
 
 import tensorflow as tf
 
+from t2t_lite import errors
 from t2t_lite.errors import RunFailure
-from t2t_lite.rundir import checkpoints, run_files
+from t2t_lite.rundir import run_files
 
 
 def metric_name(config, problem, decodes):
@@ -34,22 +37,18 @@ def metric_name(config, problem, decodes):
 
 
 class ModelSelection:
-  """The best-so-far of one metric, and the patience left.
+  """The best-so-far of one metric, the evaluations since it, and why the run stopped.
 
   Args:
     metric: the name of an evaluation metric ("loss" and "perplexity": lower is better).
-    patience: evaluations without improvement before the run stops (None: never).
-    cooldown_patience: evaluations without improvement before the cooldown starts (None: never).
     model_dir: the run directory, whose best/ it keeps.
     writes: whether this worker writes the run directory (the chief).
     log: where its lines go.
   """
 
-  def __init__(self, metric, patience, model_dir, writes=True, log=print,
-               cooldown_patience=None):
-    self.metric, self.patience, self.cooldown_patience = metric, patience, cooldown_patience
-    self.best_dir, self.model_dir = run_files.path(model_dir, run_files.BEST_DIR), model_dir
-    self.writes, self.log = writes, log
+  def __init__(self, metric, model_dir, writes=True, log=print):
+    self.metric, self.model_dir, self.writes, self.log = metric, model_dir, writes, log
+    self.best_dir = run_files.path(model_dir, run_files.BEST_DIR)
     self.lower_is_better = metric in ("loss", "perplexity")
     worst = math.inf if self.lower_is_better else -math.inf
     self.best_value = tf.Variable(worst, dtype=tf.float64, trainable=False, name="best_value")
@@ -57,6 +56,7 @@ class ModelSelection:
     self.stale = tf.Variable(0, dtype=tf.int64, trainable=False, name="evals_without_gain")
     self.stopped = tf.Variable(False, trainable=False, name="stopped_early")
     self.cooldown_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="cooldown_step")
+    self._why_stopped = ""  # Set by mark_stopped.
 
   def checkpoint_objects(self):
     """The state that goes into the trainer's checkpoints."""
@@ -72,29 +72,45 @@ class ModelSelection:
     return record
 
   @property
+  def evaluations_without_gain(self):
+    return int(self.stale.numpy())
+
+  @property
   def cooling_since(self):
     """The step at which the metric stalled and the cooldown started, or None."""
     step = int(self.cooldown_step.numpy())
     return None if step < 0 else step
 
-  def steer(self, schedule):
-    """Once the metric has stalled, the run's RunSchedule ends with the cooldown from there."""
-    if self.cooling_since is not None:
-      schedule.cool_down_from(self.cooling_since)
+  @property
+  def has_stopped(self):
+    """Whether the run stopped early (a resumed run then does not train on)."""
+    return bool(self.stopped.numpy())
 
-  def cooled_down(self, step):
-    """Whether the run, ended at `step` by time, had started its cooldown: then it is done (a
-    resume does not train on; best.json says why)."""
-    if self.cooling_since is None:
-      return False
+  def best_so_far(self):
+    best = self.record()
+    return f"the best, {best['value']:.4f}, was at step {best['step']}"
+
+  def start_cooldown(self, step, why):
+    """Records that the cooldown starts at `step` (the schedule decided it, `why`)."""
+    self.cooldown_step.assign(step)
+    self.log(f"{self.metric} did not improve in {self.evaluations_without_gain} evaluation(s) "
+             f"({why}): the learning rate falls to 0 over the cooldown from here, then the run "
+             "stops")
+
+  def mark_stopped(self, step, why):
+    """Records that the run stopped early at `step`, and why, in best.json."""
     self.stopped.assign(True)
+    self._why_stopped = why
     self._write_record(step)
-    return True
+
+  @property
+  def stop_reason(self):
+    return f"{self._why_stopped}; {self.best_so_far()}"
 
   def evaluated(self, step, metrics, save_weights):
     """Counts an evaluation; when `metrics` are the best so far, save_weights(best_dir) writes
     the weights evaluated there (every worker calls it), with the run files beside them.
-    best.json records the best and, once the run is to stop, why."""
+    best.json records the best."""
     if self._improved(step, metrics):
       try:
         if self.writes:
@@ -102,7 +118,7 @@ class ModelSelection:
         save_weights(self.best_dir)
       except tf.errors.OpError as e:
         raise RunFailure(f"saving the best model (step {step}) in {self.best_dir} failed: "
-                         f"{checkpoints.reason(e)}") from None
+                         f"{errors.reason(e)}") from None
       self.log(f"best {self.metric} so far: {float(metrics[self.metric]):.4f} at step {step}, "
                f"kept in {self.best_dir}")
     self._write_record(step)
@@ -110,8 +126,8 @@ class ModelSelection:
   def _write_record(self, step):
     if self.writes:
       record = self.record()
-      if self.should_stop:
-        record["stopped_early"] = {"step": step, "reason": self.stop_reason()}
+      if self.has_stopped:
+        record["stopped_early"] = {"step": step, "reason": self.stop_reason}
       run_files.write_best_record(self.model_dir, record)
 
   def _improved(self, step, metrics):
@@ -126,26 +142,4 @@ class ModelSelection:
       self.stale.assign(0)
     else:
       self.stale.assign_add(1)
-      stale = int(self.stale.numpy())
-      if self.patience is not None and stale >= self.patience:
-        self.stopped.assign(True)
-      if (self.cooldown_patience is not None and stale >= self.cooldown_patience
-          and self.cooling_since is None):
-        self.cooldown_step.assign(step)
-        self.log(f"{self.metric} did not improve in {stale} evaluation(s) (cooldown_patience "
-                 f"{self.cooldown_patience}): the learning rate falls to 0 over the cooldown "
-                 "from here, then the run stops")
     return improved
-
-  @property
-  def should_stop(self):
-    return bool(self.stopped.numpy())
-
-  def stop_reason(self):
-    best, stale = self.record(), int(self.stale.numpy())
-    if self.patience is not None and stale >= self.patience:
-      why = f"{self.metric} did not improve in {stale} evaluations (patience {self.patience})"
-    else:
-      why = (f"{self.metric} stalled at step {self.cooling_since} (cooldown_patience "
-             f"{self.cooldown_patience}) and the cooldown from there is done")
-    return f"{why}; the best, {best['value']:.4f}, was at step {best['step']}"

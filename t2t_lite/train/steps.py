@@ -35,7 +35,7 @@ def make_micro_gradients(model, optimizer, label_smoothing, micro_batch_tokens, 
         loss = optimizer.scale_loss(loss)
     return tape.gradient(loss, model.trainable_variables), loss_sum, count
 
-  return tf.function(micro_gradients, jit_compile=jit_compile)
+  return tf.function(micro_gradients, jit_compile=jit_compile, autograph=False)
 
 
 def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
@@ -101,16 +101,21 @@ def make_train_loop(strategy, step, next_batches):
   tokens, gradient norm of the last step). `next_batches(iterator)` gives each replica its
   tuple of micro-batches (see distribute.micro_batch_splitter)."""
 
-  @tf.function
+  # autograph=False here and in the micro-batch's function: the loop is a tf.while_loop as
+  # written, and converting the model's Python to graph code would cost seconds at every
+  # start for nothing (it has no tensor-dependent Python control flow).
+  @tf.function(autograph=False)
   def train_fn(iterator, num_steps):
-    loss_sum, count = tf.constant(0.0), tf.constant(0.0)
-    grad_norm = tf.constant(0.0)
-    for _ in tf.range(num_steps):
+    def one_step(i, loss_sum, count, grad_norm):
       l, c, n = strategy.run(step, args=(next_batches(iterator),))
       # Every replica holds the same all-reduced values.
-      loss_sum += strategy.reduce(tf.distribute.ReduceOp.MEAN, l, axis=None)
-      count += strategy.reduce(tf.distribute.ReduceOp.MEAN, c, axis=None)
-      grad_norm = strategy.reduce(tf.distribute.ReduceOp.MEAN, n, axis=None)
+      return (i + 1, loss_sum + strategy.reduce(tf.distribute.ReduceOp.MEAN, l, axis=None),
+              count + strategy.reduce(tf.distribute.ReduceOp.MEAN, c, axis=None),
+              strategy.reduce(tf.distribute.ReduceOp.MEAN, n, axis=None))
+
+    zero = tf.constant(0.0)
+    _, loss_sum, count, grad_norm = tf.while_loop(
+        lambda i, *_: i < num_steps, one_step, (tf.constant(0), zero, zero, zero))
     return loss_sum, count, grad_norm
 
   return train_fn

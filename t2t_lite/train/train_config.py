@@ -114,6 +114,9 @@ class TrainConfig:
                           f"{', '.join(choices)}")
     if not self.model_dir:
       raise TrainerError("model_dir is required")
+    if self.tpu and self.strategy not in ("auto", "tpu"):
+      raise TrainerError(f"--tpu={self.tpu} asks for a TPU, but --strategy={self.strategy} "
+                         "trains without one: use --strategy=tpu (or auto), or leave out --tpu")
     for name in ("train_steps", "eval_every", "grad_accum_steps", "keep_checkpoints",
                  "log_every"):
       if getattr(self, name) <= 0:

@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from t2t_lite.decode import loading
 from t2t_lite.errors import T2TLiteError
-from t2t_lite.rundir import checkpoints
 from t2t_lite.train.train_config import TrainerError
 
 
@@ -28,16 +27,19 @@ ARCHITECTURE = ("num_layers", "d_model", "d_ff", "num_heads", "key_depth", "valu
 
 @dataclasses.dataclass
 class Source:
-  """A loaded source run: its model (the averaged weights when it kept them) and vocabulary."""
+  """A loaded source run: its model (the averaged weights when it kept them) and vocabulary,
+  and the vocabulary of the run it starts (`new_pieces`, id order)."""
   path: str
   checkpoint: str
   model: object
   pieces: list
+  new_pieces: list
 
 
-def load_source(path, hparams):
-  """The run (or checkpoint) at `path`, checked against `hparams` -> Source. A missing or
-  damaged run, or one of another architecture, is a one-line T2TLiteError."""
+def load_source(path, hparams, new_pieces):
+  """The run (or checkpoint) at `path`, checked against `hparams` -> Source for a new run of
+  vocabulary `new_pieces`. A missing or damaged run, or one of another architecture, is a
+  one-line T2TLiteError."""
   directory, prefix = path, None
   if not tf.io.gfile.isdir(path):  # a checkpoint prefix: its directory's run files
     if not tf.io.gfile.exists(path + ".index"):
@@ -54,12 +56,13 @@ def load_source(path, hparams):
     if theirs != ours:
       raise TrainerError(f"--init_from {path}: its model has {name}={theirs!r}, this run's "
                          f"{ours!r}; fine-tuning needs the same architecture")
-  return Source(path, loaded.checkpoint, loaded.model, loaded.tokenizer.pieces())
+  return Source(path, loaded.checkpoint, loaded.model, loaded.tokenizer.pieces(), new_pieces)
 
 
-def apply(model, source, pieces):
-  """Sets `model`'s weights to the source's; `pieces`: the new run's vocabulary, id order.
-  -> a line saying what was carried over."""
+def apply(model, source):
+  """Sets `model`'s weights (the new run's) to the source's -> a line saying what was carried
+  over."""
+  pieces = source.new_pieces
   old_rows = {piece: i for i, piece in enumerate(source.pieces)}
   new_embedding = model.embedding.embeddings
   for ours, theirs in zip(model.trainable_variables, source.model.trainable_variables):
@@ -78,7 +81,3 @@ def apply(model, source, pieces):
           f"{len(shared)} of {len(pieces)} tokens shared with its {len(source.pieces)}, the "
           f"other {len(pieces) - len(shared)} new"))
 
-
-def has_checkpoint(model_dir):
-  """Whether the run in model_dir has started (a fine-tuned run resumes like any other)."""
-  return bool(checkpoints.list_checkpoints(model_dir))
