@@ -52,6 +52,8 @@ from t2t_lite.decode import translation  # noqa: E402
 from t2t_lite.decode.beam_search import NEG_INF  # noqa: E402
 from t2t_lite.modeling import mixed_precision  # noqa: E402
 
+import auto_precision  # noqa: E402  (bench/, beside this file)
+
 VOCAB_SIZE, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 50, 4, 0.6
 TARGET_SENTENCES_PER_SECOND = 2.15
 
@@ -179,6 +181,9 @@ def main():
       "batch32_sentences_per_second": batch_32,
       "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
       "meets_target": (batch_32.get("none") or 0) >= TARGET_SENTENCES_PER_SECOND,
+      "auto_precision": auto_precision.check(
+          {(r["precision"], r["xla"]): r["sentences_per_second"] for r in results
+           if r["batch"] == max(r["batch"] for r in results)}),
       "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

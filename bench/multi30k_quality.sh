@@ -21,11 +21,11 @@
 # Environment: RAW_DIR (default ../shared/data/multi30k next to the repository), WORK (default
 # /tmp/t2t_lite_multi30k_quality; its data/ is reused across runs, model/ is started afresh),
 # MINUTES, XLA (1 = --xla, default 0: on a 2-core CPU XLA's per-bucket compilations cost more
-# than they save), PRECISION (--mixed_precision, default bf16: on a CPU with bfloat16 matmuls
-# it trains half as many steps again in the same minutes; PRECISION=none on one without),
+# than they save), PRECISION (--mixed_precision, default auto: the fastest on this machine,
+# e.g. bf16 with AMX, none on an Intel without it; the JSON records what it chose),
 # OVERRIDES (more --hparams_overrides, e.g. dropout=0.3), EMA_DECAY (--ema_decay, default
 # 0.999; EMA_DECAY= turns it off), DEV_SENTENCES (--eval_decode_examples, default 500),
-# DECODE_PRECISION (t2t-lite-decode --precision, default none), PROBLEM (default
+# DECODE_PRECISION (t2t-lite-decode --precision, default auto), PROBLEM (default
 # multi30k_ende), INIT_FROM (--init_from, to fine-tune), SEED (--seed, default 1),
 # COOLDOWN_MINUTES (--cooldown_minutes, default a quarter of MINUTES), COOLDOWN_PATIENCE
 # (--cooldown_patience, default 1; COOLDOWN_PATIENCE= cools down only at the budget's end).
@@ -37,11 +37,11 @@ RAW_DIR="${RAW_DIR:-$HERE/../../shared/data/multi30k}"
 WORK="${WORK:-/tmp/t2t_lite_multi30k_quality}"
 MINUTES="${MINUTES:-40}"
 XLA="${XLA:-0}"
-PRECISION="${PRECISION:-bf16}"
+PRECISION="${PRECISION:-auto}"
 OVERRIDES="${OVERRIDES:-}"
 EMA_DECAY="${EMA_DECAY-0.999}"
 DEV_SENTENCES="${DEV_SENTENCES:-500}"
-DECODE_PRECISION="${DECODE_PRECISION:-none}"
+DECODE_PRECISION="${DECODE_PRECISION:-auto}"
 PROBLEM="${PROBLEM:-multi30k_ende}"
 INIT_FROM="${INIT_FROM:-}"
 SEED="${SEED:-1}"
@@ -137,12 +137,16 @@ for path in sorted(glob.glob(f"{work}/test.*.scores")):
                                  "paper_bleu": round(scores["paper_bleu"], 2)}
 log = open(f"{work}/train.log").read()
 steps = [int(s) for s in re.findall(r"^done: step (\d+)", log, re.M)]
+chosen = re.search(r"^computing in (\S+) \((.*)\)$", log, re.M)  # the trainer's first line
+decoded = re.search(r"; precision (\S+) \(", open(f"{work}/test.best.scores").read())
 best = json.load(open(f"{work}/model/best/best.json"))
 print(json.dumps({"bench": "multi30k_quality", "problem": sys.argv[6],
                   "split": "test_2016_flickr", "bleu": models["best"]["bleu"], "models": models,
                   "best": best, "minutes": float(sys.argv[9]), "train_seconds": seconds,
                   "train_steps": steps[-1] if steps else 0, "overrides": sys.argv[7],
                   "ema_decay": sys.argv[8] or None, "mixed_precision": precision,
+                  "trained_in": chosen and chosen.group(1), "why": chosen and chosen.group(2),
+                  "decoded_in": decoded and decoded.group(1),
                   "seed": int(sys.argv[10]), "init_from": os.environ.get("INIT_FROM") or None,
                   "cooldown_minutes": float(sys.argv[11]),
                   "cooldown_patience": int(sys.argv[12]) if sys.argv[12] else None,

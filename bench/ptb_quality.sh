@@ -24,9 +24,9 @@
 # evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps,
 # default 1000), PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a
 # fresh WORK with them),
-# PRECISION (training's --mixed_precision, default bf16: on a CPU with AVX-512 bf16 or AMX its
-# steps are much faster than float32's, see docs/benchmarks.md; none = float32),
-# DECODE_PRECISION (the test decodes' --precision, default none), COOLDOWN_MINUTES (train's
+# PRECISION (training's --mixed_precision, default auto: the fastest on this machine, see
+# docs/benchmarks.md; none = float32; the JSON records what it chose),
+# DECODE_PRECISION (the test decodes' --precision, default auto), COOLDOWN_MINUTES (train's
 # --cooldown_minutes: the learning rate falls linearly to 0 over the budget's last minutes;
 # default none; the earlier AT_MINUTES marks are then those of a run still before its cooldown),
 # AVERAGE (the last checkpoints averaged at each mark, default 5).
@@ -42,8 +42,8 @@ HPARAMS="${HPARAMS:-transformer_parsing_small}"
 OVERRIDES="${OVERRIDES:-}"
 DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
 EVAL_EVERY="${EVAL_EVERY:-1000}"
-PRECISION="${PRECISION:-bf16}"
-DECODE_PRECISION="${DECODE_PRECISION:-none}"
+PRECISION="${PRECISION:-auto}"
+DECODE_PRECISION="${DECODE_PRECISION:-auto}"
 COOLDOWN_MINUTES="${COOLDOWN_MINUTES:-}"
 AVERAGE="${AVERAGE:-5}"
 PY="${PYTHON:-python}"
@@ -171,6 +171,7 @@ print(json.dumps({
     "bench": "ptb_quality", "problem": "wsj_parsing", "hparams": hparams,
     "overrides": overrides, "problem_settings": problem.settings(), "test": test,
     "train_precision": os.environ["PRECISION"],
+    "trained_in": (re.findall(r"^computing in (\S+)", log, re.M) or [None])[0],
     "decode_precision": os.environ["DECODE_PRECISION"],
     "cooldown_minutes": float(os.environ["COOLDOWN_MINUTES"] or 0) or None,
     **final, "minutes": float(marks[-1]),

@@ -72,6 +72,8 @@ from t2t_lite.modeling import mixed_precision
 from t2t_lite.train.optimization import make_optimizer
 from t2t_lite.train.steps import make_train_step
 
+import auto_precision  # bench/, beside this file
+
 BATCH, SOURCE_LENGTH, TARGET_LENGTH, VOCAB_SIZE = 64, 32, 32, 32000
 MATMUL_SIZES = (1024, 2048, 4096)
 TARGET_FRACTION_OF_MATMUL = 0.65  # transformer_base
@@ -418,6 +420,10 @@ def main():
       "matmul_onednn_gflops_per_cpu_s": round(best("onednn", 1) / 1e9, 2),
       "cpus": os.cpu_count(), "load_average_before": load_before,
       "load_average_after": load_average(),
+      "auto_precision": {name: auto_precision.check(
+          {(entry["precision"], mode == "xla"): entry["tokens_per_s"]
+           for mode in ("xla", "no_xla") for impl, entry in result.get(mode, {}).items()
+           if impl.startswith("t2t_lite")}) for name, result in results.items()},
       "results": results, "targets": targets}))
 
 

@@ -11,6 +11,7 @@ from t2t_lite import get_problem
 from t2t_lite.bin import attention, decode, export as export_cli, flags, score
 from t2t_lite.decode import export
 from t2t_lite.decode.translation import DecodeSettings
+from t2t_lite.modeling import mixed_precision
 
 FIELDS = {field.name: field for field in dataclasses.fields(DecodeSettings)}
 # The fields each tool takes (the score's is its length penalty; the pictures translate once),
@@ -63,14 +64,16 @@ def test_the_export_records_every_setting_it_was_built_with(make_random_model_di
                                  temperature=0.5, top_k=3, seed=4, extra_length=5)
   with open(os.path.join(path, "assets.extra", export.SETTINGS_FILE)) as f:
     recorded = json.load(f)
+  auto, why = mixed_precision.resolve("auto", xla=False)  # the default: this machine's choice
   assert {name: recorded[name] for name in FIELDS} == dict(
       beam_size=4, alpha=0.6, extra_length=5, n_best=2, sample=True, temperature=0.5, top_k=3,
       top_p=1.0, seed=4)  # beam_size and alpha: multi30k_ende's
   assert {name: recorded[name] for name in (
       "max_input_length", "precision", "jit_compile", "with_alignments", "vocab_size",
-      "checkpoint")} == dict(max_input_length=64, precision="none", jit_compile=False,
+      "checkpoint")} == dict(max_input_length=64, precision=auto, jit_compile=False,
                              with_alignments=False, checkpoint=os.path.join(model_dir, "ckpt-1"),
                              vocab_size=get_problem("multi30k_ende").tokenizer(
                                  model_dir).vocab_size)
+  assert recorded["precision_chosen"] == f"precision {auto} ({why})"
   assert recorded["checkpoint_chosen"] == (
       f"{model_dir}/ckpt-1 (its newest checkpoint that reads; the run kept no best model)")

@@ -270,15 +270,16 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
 
   def decode(*flags):
     code, out, err = run_tool("decode", "--model_dir", run_with_best, "--input_file",
-                              tmp_path / "in.txt", "--beam_size=3", "--no_progress", *flags)
+                              tmp_path / "in.txt", "--beam_size=3", "--no_progress",
+                              "--precision=none", *flags)
     assert code == 0, err
     return out.splitlines(), err.splitlines()[0]
 
   def expected(checkpoint_path):
     return translation.translate(run_with_best, SENTENCES, beam_size=3,
-                                 checkpoint_path=checkpoint_path)[0]
+                                 checkpoint_path=checkpoint_path, precision="none")[0]
 
-  how = "beam 3, alpha 0, max output = input + 10"
+  how = "beam 3, alpha 0, max output = input + 10; precision none (asked for)"
   best, newest = (os.path.join(run_with_best, name) for name in ("best/ckpt-10", "ckpt-20"))
   outputs, first = decode()
   assert first == (f"INFO decoding 4 lines with {best} (the run's best dev_accuracy, 75.0 at "
@@ -308,7 +309,7 @@ def test_the_api_and_ensembles_take_each_runs_best_model(run_with_best, model_di
 def test_sampling_under_xla_with_top_k_1_is_greedy_decoding(model_dir):
   """The sampler over XLA's fixed-size key/value buffers draws what greedy search finds, and
   scores it by its log-probability as beam 1 does."""
-  greedy = translation.Translator.from_model_dir(model_dir, beam_size=1)
+  greedy = translation.Translator.from_model_dir(model_dir, beam_size=1, precision="none")
   sampler = greedy.with_options(sample=True, top_k=1, jit_compile=True)
   (texts, scores), (sampled, sampled_scores) = greedy.translate(SENTENCES), sampler.translate(
       SENTENCES)

@@ -113,7 +113,7 @@ def main(argv=None):
         **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
-  logger.info("attention of %s", translator.loaded.which())
+  logger.info("attention of %s; %s", translator.loaded.which(), translator.loaded.computing())
   tokenizer = translator.tokenizer
   source_ids = list(tokenizer.encode(args.text, add_eos=True))
   if len(source_ids) > translator.max_input_length:

@@ -189,8 +189,8 @@ def main(argv=None):
   how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
          f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
          else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
-  logger.info("decoding %d lines with %s; %s, max output = input + %d", len(lines),
-              loaded.which(), how, settings.extra_length)
+  logger.info("decoding %d lines with %s; %s, max output = input + %d; %s", len(lines),
+              loaded.which(), how, settings.extra_length, loaded.computing())
   with tqdm.tqdm(total=len(lines), unit="sent", file=sys.stderr,
                  disable=args.no_progress) as bar:
     results = translator.decode_lines(lines, args.batch_size, progress=bar.update)

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import typing
 
-from t2t_lite.modeling.mixed_precision import PRECISIONS
+from t2t_lite.modeling.mixed_precision import CHOICES
 
 
 def add_model_flags(parser, ensemble=False):
@@ -27,11 +27,12 @@ def add_model_flags(parser, ensemble=False):
                            "prefix (e.g. model_dir/ckpt-1000) or a directory whose latest "
                            "checkpoint to use (e.g. an averaged one). Default: best when the run "
                            "kept one, else newest; of an ensemble, each member's")
-  parser.add_argument("--precision", default="none", choices=list(PRECISIONS),
-                      help="compute precision: none = float32; bf16 = bfloat16 matmuls with "
-                           "float32 softmax, log-probabilities and beam scores (CPUs with "
-                           "AVX-512 bf16 or AMX, recent GPUs, TPUs); fp16 = float16 (GPUs). "
-                           "The trainer's --mixed_precision names; any run's weights load")
+  parser.add_argument("--precision", default="auto", choices=list(CHOICES),
+                      help="compute precision: auto = the fastest on this machine (printed); "
+                           "none = float32; bf16 = bfloat16 matmuls with float32 softmax, "
+                           "log-probabilities and beam scores (CPUs with AMX or AMD's AVX-512 "
+                           "bf16, recent GPUs, TPUs); fp16 = float16 (GPUs). The trainer's "
+                           "--mixed_precision names; any run's weights load")
 
 
 def add_fields(parser, cls, names=None):

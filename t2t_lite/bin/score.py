@@ -93,7 +93,8 @@ def main(argv=None):
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
-  logger.info("scoring %d pairs with %s", len(sources), translator.loaded.which())
+  logger.info("scoring %d pairs with %s; %s", len(sources), translator.loaded.which(),
+              translator.loaded.computing())
   scored = translator.score(sources, targets, args.batch_size)
   if nbest is None:
     lines = [f"{logprob:.6f}\t{tokens}\t{score:.6f}" for logprob, tokens, score in

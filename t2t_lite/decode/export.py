@@ -173,7 +173,7 @@ def _remove(directory):
 
 
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_length=None,
-                     jit_compile=False, precision="none", with_alignments=False, **settings):
+                     jit_compile=False, precision="auto", with_alignments=False, **settings):
   """Exports the model trained in model_dir (or an ensemble: a list of model_dirs), from the
   checkpoint `checkpoint_path` names as in t2t-lite-decode (default: the run's best model when
   it kept one, else its newest checkpoint; loading.py), into an export_dir that is new, empty
@@ -181,7 +181,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
 
   `settings`: DecodeSettings' fields; beam_size, alpha and extra_length left None default as in
   t2t-lite-decode: hparams.json's, else the problem's; max_input_length: hparams.max_length.
-  precision: the graph's compute precision (mixed_precision.py; the weights stay float32).
+  precision: the graph's compute precision (mixed_precision.py; the weights stay float32);
+  "auto" chooses the fastest on THIS machine: to serve on another CPU kind, give it.
   The settings file records all of them, and the checkpoint and why it was chosen. Returns
   `<export_dir>/<version>`.
   """
@@ -190,13 +191,14 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   _check_export_base(export_dir)
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
-      with_alignments=with_alignments, **settings)
+      jit_compile=jit_compile, with_alignments=with_alignments, **settings)
   loaded = translator.loaded
-  logger.info("exporting %s", loaded.which())
+  logger.info("exporting %s; %s", loaded.which(), loaded.computing())
   module = TranslationModule(translator, jit_compile=jit_compile)
   return save(module, export_dir, extra_info={
       "model_dir": model_dir, "checkpoint": loaded.checkpoint,
-      "checkpoint_chosen": loaded.which(), "problem": loaded.problem.name})
+      "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.computing(),
+      "problem": loaded.problem.name})
 
 
 def _check_export_base(export_dir):

@@ -8,7 +8,9 @@ Which checkpoint (`checkpoint_path`), decided here and nowhere else:
   "best"     the run's best model (refused when it kept none);
   "newest"   its newest checkpoint that reads (an older one, with a warning, if it does not);
   a path     exactly that checkpoint prefix, or the latest checkpoint of that directory.
-Each is loaded with why it was chosen (`LoadedModel.which`), which the tools say first.
+Each is loaded with why it was chosen (`LoadedModel.which`), which the tools say first, and
+with the precision it computes in and why (`LoadedModel.computing`: "auto" is resolved here,
+for this machine, with or without XLA).
 """
 import dataclasses
 import logging
@@ -41,33 +43,43 @@ class LoadedModel:
   model_dirs: list = dataclasses.field(default_factory=list)
   checkpoints: list = dataclasses.field(default_factory=list)
   reasons: list = dataclasses.field(default_factory=list)  # why each checkpoint was chosen
+  precision: tuple = ("none", "asked for")  # (name, why), mixed_precision.resolve's
 
   def which(self):
     """"<checkpoint> (<why>)" for each model, comma-separated: what a tool's first line says."""
     return ", ".join(f"{c} ({why})" for c, why in zip(self.checkpoints, self.reasons))
 
+  def computing(self):
+    """"precision <name> (<why>)": the precision the tools' first line names."""
+    return "precision {} ({})".format(*self.precision)
 
-def load(model_dir, checkpoint_path: Optional[str] = None, precision="none"):
+
+def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla=False):
   """Builds the model of model_dir/hparams.json, restores the checkpoint `checkpoint_path`
   names (see the module doc) and the vocabulary, and makes it a model for decoding in
-  `precision` (mixed_precision.inference_model). model_dir may be a list of run directories:
-  their models decoded as one (ensemble.Ensemble), each from its own best model or newest
-  checkpoint, refused unless they share problem and vocabulary."""
+  `precision` (mixed_precision.inference_model; "auto": the fastest on this machine for a
+  search with or without `xla`). model_dir may be a list of run directories: their models
+  decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
+  refused unless they share problem and vocabulary."""
+  precision = mixed_precision.resolve(precision, xla)  # (name, why)
   if isinstance(model_dir, (list, tuple)):
     return _load_ensemble(list(model_dir), checkpoint_path, precision)
+  return _load_one(model_dir, checkpoint_path, precision)
+
+
+def _load_one(model_dir, checkpoint_path, precision):
   saved = run_files.read_run(model_dir)
   hparams = saved.require_hparams()
   # The settings its data was prepared with: e.g. wsj_parsing's target_tags decide how its
   # outputs read as trees.
   problem = registry.get_problem(saved.require_problem(), **saved.data_settings)
   tokenizer = problem.tokenizer(model_dir)
-  mixed_precision.check(precision)
   with mixed_precision.building("none"):  # checkpoints hold float32 weights
     model = build_model(hparams, tokenizer.vocab_size)
   checkpoint, why = _restore(model, model_dir, checkpoint_path)
-  model = mixed_precision.inference_model(model, precision)
+  model = mixed_precision.inference_model(model, precision[0])
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint],
-                     [why])
+                     [why], precision)
 
 
 def _restore(model, model_dir, checkpoint_path):
@@ -124,7 +136,7 @@ def _load_ensemble(model_dirs, checkpoint_path, precision):
     raise RunDirError(f"an ensemble takes each member's best model or newest checkpoint "
                       f"(--checkpoint_path={BEST} or {NEWEST}): give each member as a model_dir "
                       "of its own (e.g. an averaged one), not a --checkpoint_path")
-  members = [load(directory, checkpoint_path, precision) for directory in model_dirs]
+  members = [_load_one(directory, checkpoint_path, precision) for directory in model_dirs]
   first = members[0]
   vocabulary = data_files.vocab_checksum(model_dirs[0])
   for directory, member in zip(model_dirs[1:], members[1:]):
@@ -139,4 +151,4 @@ def _load_ensemble(model_dirs, checkpoint_path, precision):
   model = ensemble.Ensemble([m.model for m in members]) if len(members) > 1 else first.model
   return LoadedModel(model, first.hparams, first.problem, first.tokenizer, first.checkpoint,
                      model_dirs, [m.checkpoint for m in members],
-                     [why for m in members for why in m.reasons])
+                     [why for m in members for why in m.reasons], precision)

@@ -143,13 +143,15 @@ class Translator(tf.Module):
         tf.TensorSpec([None], tf.string, name="targets")])
 
   @classmethod
-  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="none", **kwargs):
+  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto", **kwargs):
     """The model of model_dir (or an ensemble: a list of model_dirs) from the checkpoint
     `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
     loading.py; `self.loaded.which()` says which and why), computing in `precision`
-    (mixed_precision.py); decoding settings left None resolved by DecodeSettings.resolve; the
+    (mixed_precision.py; "auto" chooses for this machine and jit_compile, and
+    `self.loaded.computing()` says what and why); decoding settings left None resolved by DecodeSettings.resolve; the
     problem's constraint and output form."""
-    loaded = loading.load(model_dir, checkpoint_path, precision)
+    loaded = loading.load(model_dir, checkpoint_path, precision,
+                          kwargs.get("jit_compile", False))
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
     settings = DecodeSettings.resolve(
         loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})
@@ -329,7 +331,7 @@ def _valid_utf8(strings):
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
-              extra_length=None, batch_size=32, precision="none", **settings):
+              extra_length=None, batch_size=32, precision="auto", **settings):
   """Translates `sentences` with the model in model_dir (or an ensemble: a list of them) ->
   (texts, scores), in order.
 

@@ -7,12 +7,17 @@
         embedding.py, transformer.py), so rankings are stable.
   fp16  float16 the same way (GPUs); training adds dynamic loss scaling (trainer.py).
 
+  auto  the fastest of these for our model on this machine (`choose`), the default of training,
+        decode, export and `translate()`; the tools print what it chose and why.
+
 Training (--mixed_precision) and inference (--precision of decode, export, attention and
 `translate()`) take the same names. Checkpoints hold float32 weights in every precision, so a
 checkpoint of any run loads into any precision; a bf16 model for inference rounds them to
 bfloat16 once (`inference_model`).
 """
 import contextlib
+import dataclasses
+import os
 
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # Inference needs no float32 master weights: a bf16 model for decoding holds its weights in
@@ -20,6 +25,8 @@ PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float1
 # one that cast made, and LayerNorm, softmax and logits still come out in float32: the outputs
 # are the mixed policy's.
 INFERENCE_POLICIES = dict(PRECISIONS, bf16="bfloat16")
+AUTO = "auto"
+CHOICES = (AUTO,) + tuple(PRECISIONS)  # what the flags accept
 
 
 def check(precision, error=ValueError):
@@ -62,3 +69,70 @@ def of_model(model):
   names = {policy: name for table in (PRECISIONS, INFERENCE_POLICIES)
            for name, policy in table.items()}
   return names.get(model.dtype_policy.name, model.dtype_policy.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+  """What the choice of precision reads of a machine."""
+  vendor: str = ""  # /proc/cpuinfo's vendor_id: GenuineIntel, AuthenticAMD, ...
+  cpu_flags: frozenset = frozenset()
+  gpu_capabilities: tuple = ()  # (major, minor) compute capability of each GPU
+  tpu: bool = False
+
+  @classmethod
+  def this(cls, tpu=False):
+    """This machine: its CPU from /proc/cpuinfo (none elsewhere: float32), its GPUs from
+    TensorFlow."""
+    import tensorflow as tf  # Here, so that the flags can read CHOICES without TensorFlow.
+    vendor, cpu_flags = "", frozenset()
+    if os.path.exists("/proc/cpuinfo"):
+      with open("/proc/cpuinfo") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+      fields = {k.strip(): v.strip() for k, v in fields.items()}
+      vendor, cpu_flags = fields.get("vendor_id", ""), frozenset(fields.get("flags", "").split())
+    capabilities = tuple(
+        tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+        for gpu in tf.config.list_physical_devices("GPU"))
+    return cls(vendor, cpu_flags, capabilities, tpu)
+
+
+def choose(machine, xla):
+  """The fastest precision for our model on `machine` (a Machine) with or without XLA ->
+  (name, why). A table of what bench/train_throughput.py and bench/decode_speed.py measured on
+  each kind (training and decoding agreed on every one; docs/benchmarks.md), not a start-up
+  measurement: a machine kind must get the same choice every time, while a shared VM's speed
+  drifts by tens of percent and a short measurement is not a whole step; and a table costs
+  nothing at start-up. Both benches print what this chose beside what was faster, so a new
+  kind is checked by running them."""
+  if machine.tpu:
+    return "bf16", "a TPU's matrix units compute in bfloat16"
+  if machine.gpu_capabilities:
+    major, minor = min(machine.gpu_capabilities)
+    kind = f"GPUs of compute capability {major}.{minor}"
+    if major >= 8:
+      return "bf16", f"{kind}: bfloat16 tensor cores"
+    if major >= 7:
+      return "fp16", f"{kind}: float16 tensor cores"
+    return "none", f"{kind}: no tensor cores"
+  if xla:
+    # XLA's CPU compiler does not call oneDNN's bf16 / AMX kernels: with XLA bf16 measured
+    # slower than float32 on every CPU kind (Intel with and without AMX, AMD).
+    return "none", "XLA on a CPU computes bfloat16 no faster than float32"
+  if "amx_bf16" in machine.cpu_flags:
+    return "bf16", "this CPU has AMX bfloat16 tiles"
+  if "avx512_bf16" in machine.cpu_flags and machine.vendor == "AuthenticAMD":
+    return "bf16", "this AMD CPU has AVX-512 bfloat16"
+  if "avx512_bf16" in machine.cpu_flags:
+    # Without AMX, TensorFlow's bf16 matmul measured 0.71x float32's on Intel.
+    return "none", "this CPU has AVX-512 bfloat16 but no AMX, where float32 is faster"
+  return "none", "this CPU has no bfloat16 instructions"
+
+
+def resolve(precision, xla, machine=None):
+  """`precision` as asked, or for "auto" the choice for this machine (or `machine`) -> (name,
+  why): what the tools print."""
+  if precision != AUTO:
+    check(precision)
+    return precision, "asked for"
+  name, why = choose(machine or Machine.this(), xla)
+  return name, f"auto: {why}"

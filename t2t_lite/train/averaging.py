@@ -149,7 +149,7 @@ def average(model_dir, prefixes, output_dir):
     raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
   check_same_run(prefixes)
   check_same_variables(prefixes)  # Before restoring any of them into the model.
-  loaded = loading.load(model_dir, prefixes[-1])
+  loaded = loading.load(model_dir, prefixes[-1], precision="none")  # averaged in float32
   average_checkpoints(loaded.model, prefixes)
   run_files.copy_run_files(model_dir, output_dir)
   prefix = checkpoints.save_model(loaded.model, output_dir,

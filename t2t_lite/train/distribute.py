@@ -9,6 +9,8 @@ the same step (t2t_lite/train/steps.py). Where they differ, `Platform` says how:
   host calls      TPU runs 100 steps a host call by default, the others 1;
   dropout seeds   reseeded from (step, micro-batch) except on TPU, whose masks follow the seeds'
                   own counters;
+  precision       --mixed_precision=auto: the fastest on this hardware (TPU, GPUs or this CPU,
+                  with or without XLA), or a resumed run's own;
   input position  saved in checkpoints as a tf.data iterator, except on TPU, whose distributed
                   iterator cannot be saved: a resumed TPU run skips the batches already used;
   workers         which one writes (the chief), each one's share of the input, how they vote.
@@ -19,6 +21,7 @@ import tensorflow as tf
 
 from t2t_lite import errors
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.modeling import mixed_precision
 from t2t_lite.rundir import run_files
 from t2t_lite.train.train_config import STRATEGIES
 
@@ -145,6 +148,16 @@ class Platform:
   def jit_compile(self, xla):
     """The step's jit_compile: None leaves it to a platform that compiles everything."""
     return None if self.compiles_everything else bool(xla)
+
+  def precision(self, asked, xla, model_dir):
+    """The run's compute precision -> (name, why): as asked; for "auto" the run's own when it
+    resumes (exact resume needs the one it trained in), else the fastest on this platform."""
+    resumed = run_files.read_run(model_dir).info.get("mixed_precision")
+    if asked == mixed_precision.AUTO and resumed:
+      return resumed, "auto: the precision this run was started in"
+    return mixed_precision.resolve(
+        asked, self.jit_compile(xla) is not False,
+        mixed_precision.Machine.this(tpu=self.compiles_everything))
 
   @property
   def steps_per_execution(self):

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Optional
 
 from t2t_lite.errors import T2TLiteError
-from t2t_lite.modeling.mixed_precision import PRECISIONS
+from t2t_lite.modeling.mixed_precision import CHOICES
 
 # The tf.distribute strategies t2t_lite/train/distribute.py makes (the --strategy choices).
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
@@ -80,9 +80,10 @@ class TrainConfig:
                                      "TPU VM)")
   xla: bool = _option(True, "compile the training step with XLA (jit_compile)")
   mixed_precision: str = _option(
-      "none", "none = float32; bf16 = bfloat16 compute (TPU, recent GPUs, CPUs with AVX-512 bf16 "
-              "or AMX); fp16 = float16 compute with dynamic loss scaling (GPUs)",
-      tuple(PRECISIONS))
+      "auto", "auto = the fastest on this machine (printed; a resumed run keeps its own); none = "
+              "float32; bf16 = bfloat16 compute (TPU, recent GPUs, CPUs with AMX or AMD's "
+              "AVX-512 bf16); fp16 = float16 compute with dynamic loss scaling (GPUs)",
+      CHOICES)
   checkpoint_every_minutes: float = _option(
       10.0, "save a checkpoint every this many minutes (the paper: 10) and at the end")
   keep_checkpoints: int = _option(

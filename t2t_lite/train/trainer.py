@@ -19,6 +19,7 @@ files, t2t_lite/rundir/. The Trainer leaves process-wide state as it found it: t
 weights and the mixed precision policy are set only while the model is built.
 """
 import contextlib
+import dataclasses
 import math
 
 import tensorflow as tf
@@ -80,9 +81,12 @@ class Trainer:
 
   def __init__(self, problem, hparams, data_dir, config, vocab_size, run_info=None,
                metric_fn=None, log=print, platform=None):
+    self.platform = platform or distribute.Platform.make(config.strategy, config.tpu)
+    precision, why = self.platform.precision(config.mixed_precision, config.xla, config.model_dir)
+    config = dataclasses.replace(config, mixed_precision=precision)
+    log(f"computing in {precision} ({why})")
     self.problem, self.hparams, self.data_dir, self.config = problem, hparams, data_dir, config
     self.log = log
-    self.platform = platform or distribute.Platform.make(config.strategy, config.tpu)
     self.is_chief, self.num_replicas = self.platform.is_chief, self.platform.num_replicas
     self.micro_batch_tokens = self._micro_batch_tokens()
     # XLA compiles once per input shape: bucket-padded batches keep that to one per bucket.

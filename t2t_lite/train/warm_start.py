@@ -47,7 +47,7 @@ def load_source(path, hparams, new_pieces):
                          f"{path}.index)")
     directory, prefix = os.path.dirname(path) or ".", path
   try:
-    loaded = loading.load(directory, prefix)
+    loaded = loading.load(directory, prefix, precision="none")  # float32 weights, as saved
   except T2TLiteError as e:
     raise TrainerError(f"--init_from {path}: {e}") from None
   names = list(ARCHITECTURE) + (["max_length"] if hparams.position_encoding == "learned" else [])

@@ -1,0 +1,105 @@
+"""--precision=auto / --mixed_precision=auto: the table of mixed_precision.choose, and the tools
+saying what they chose, recording it, and keeping a resumed run's own."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from t2t_lite.modeling import mixed_precision
+from t2t_lite.modeling.mixed_precision import Machine
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+INTEL, AMD = "GenuineIntel", "AuthenticAMD"
+AMX = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"})
+AVX512_BF16 = frozenset({"avx512f", "avx512_bf16", "avx512_vnni"})
+
+
+@pytest.mark.parametrize("machine, xla, expected", [
+    (Machine(INTEL, AMX), False, ("bf16", "AMX")),
+    (Machine(INTEL, AMX), True, ("none", "XLA")),  # XLA's CPU dots do not use oneDNN's AMX
+    (Machine(AMD, AVX512_BF16), False, ("bf16", "AMD")),
+    (Machine(AMD, AVX512_BF16), True, ("none", "XLA")),
+    (Machine(INTEL, AVX512_BF16), False, ("none", "no AMX")),  # the issue's Xeon: bf16 0.71x
+    (Machine(AMD, frozenset({"avx2", "fma"})), False, ("none", "no bfloat16")),
+    (Machine(), False, ("none", "no bfloat16")),  # not Linux: nothing read, float32
+    (Machine(INTEL, AMX, ((8, 0), (9, 0))), True, ("bf16", "8.0")),  # the slowest GPU decides
+    (Machine(INTEL, AMX, ((7, 5),)), False, ("fp16", "7.5")),
+    (Machine(INTEL, AMX, ((6, 1),)), False, ("none", "6.1")),
+    (Machine(INTEL, frozenset(), (), tpu=True), True, ("bf16", "TPU")),
+])
+def test_auto_picks_by_the_table(machine, xla, expected):
+  name, why = mixed_precision.choose(machine, xla)
+  assert name == expected[0] and expected[1] in why, (name, why)
+
+
+def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
+  assert mixed_precision.resolve("none", xla=False) == ("none", "asked for")
+  assert mixed_precision.resolve("fp16", xla=True) == ("fp16", "asked for")
+  name, why = mixed_precision.resolve("auto", xla=False)
+  assert name in mixed_precision.PRECISIONS and why.startswith("auto: ")
+  with pytest.raises(ValueError, match="unknown precision 'bf32'"):
+    mixed_precision.resolve("bf32", xla=False)
+
+
+def test_this_machine_is_read_from_proc_cpuinfo():
+  machine = Machine.this()
+  if os.path.exists("/proc/cpuinfo"):
+    flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
+    assert machine.cpu_flags == frozenset(flags.split(":", 1)[1].split())
+    vendor = next(line for line in open("/proc/cpuinfo") if line.startswith("vendor_id"))
+    assert machine.vendor == vendor.split(":", 1)[1].strip() != ""
+  assert all(len(capability) == 2 for capability in machine.gpu_capabilities)
+  assert not machine.tpu
+
+
+def _train(model_dir, data_dir, steps, *extra):
+  run = subprocess.run(
+      [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
+       "--hparams=transformer_tiny",
+       "--hparams_overrides=num_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=64",
+       f"--data_dir={data_dir}", f"--model_dir={model_dir}", f"--train_steps={steps}",
+       "--eval_steps=0", "--eval_decode_examples=0", "--noxla", *extra],
+      env=ENV, capture_output=True, text=True, timeout=600)
+  assert run.returncode == 0, run.stderr
+  return run.stdout
+
+
+def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_own(
+    reverse_dir, tmp_path):
+  chosen, why = mixed_precision.resolve("auto", xla=False)
+  out = _train(tmp_path / "auto", reverse_dir, 2)
+  assert f"computing in {chosen} ({why})" in out.splitlines()
+  assert json.loads((tmp_path / "auto" / "run.json").read_text())["mixed_precision"] == chosen
+
+  # A run started in the precision auto would not choose here resumes in it, not refused.
+  other = "none" if chosen == "bf16" else "bf16"
+  _train(tmp_path / "other", reverse_dir, 2, f"--mixed_precision={other}")
+  out = _train(tmp_path / "other", reverse_dir, 3)
+  assert f"computing in {other} (auto: the precision this run was started in)" in out
+  assert "step 3/3" in out or "done: step 3" in out
+  assert json.loads((tmp_path / "other" / "run.json").read_text())["mixed_precision"] == other
+
+
+def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_random_model_dir):
+  model_dir = make_random_model_dir("auto", "a man rides horse the dog runs".split())
+
+  def decode(*extra):
+    run = subprocess.run(
+        [sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
+         "--no_progress", "--extra_length=4", *extra],
+        input="a man rides\nthe dog runs\n", env=ENV, capture_output=True, text=True,
+        timeout=600)
+    assert run.returncode == 0, run.stderr
+    info = [line for line in run.stderr.splitlines() if line.startswith("INFO decoding")]
+    return run.stdout, info[0]
+
+  chosen, why = mixed_precision.resolve("auto", xla=False)
+  auto_out, auto_line = decode()
+  assert auto_line.endswith(f"; precision {chosen} ({why})")
+  given_out, given_line = decode(f"--precision={chosen}")
+  assert given_line.endswith(f"; precision {chosen} (asked for)")
+  assert auto_out == given_out and len(auto_out.splitlines()) == 2
+  xla_chosen, xla_why = mixed_precision.resolve("auto", xla=True)
+  assert decode("--xla")[1].endswith(f"; precision {xla_chosen} ({xla_why})")
