@@ -128,11 +128,11 @@ def choose(machine, xla):
   return "none", "this CPU has no bfloat16 instructions"
 
 
-def resolve(precision, xla, machine=None):
-  """`precision` as asked, or for "auto" the choice for this machine (or `machine`) -> (name,
-  why): what the tools print."""
+def resolve(precision, xla, tpu=False):
+  """`precision` as asked, or for "auto" the choice for this machine (a TPU host when `tpu`)
+  -> (name, why): what the tools print. The machine is read only for "auto"."""
   if precision != AUTO:
     check(precision)
     return precision, "asked for"
-  name, why = choose(machine or Machine.this(), xla)
+  name, why = choose(Machine.this(tpu), xla)
   return name, f"auto: {why}"

@@ -155,9 +155,8 @@ class Platform:
     resumed = run_files.read_run(model_dir).info.get("mixed_precision")
     if asked == mixed_precision.AUTO and resumed:
       return resumed, "auto: the precision this run was started in"
-    return mixed_precision.resolve(
-        asked, self.jit_compile(xla) is not False,
-        mixed_precision.Machine.this(tpu=self.compiles_everything))
+    return mixed_precision.resolve(asked, self.jit_compile(xla) is not False,
+                                   tpu=self.compiles_everything)
 
   @property
   def steps_per_execution(self):
