@@ -20,6 +20,20 @@ then round 2 of each, ...); each reports its median round, with the slowest and 
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
+With --shortlist_data_dir (a prepared multi30k_ende data_dir), the vocabulary shortlist rows
+too: the table built from its training pairs (t2t_lite/decode/shortlist.py, as t2t-lite-decode
+--shortlist builds it) is ours, and the same table written as a CTranslate2 vocabulary map
+(`<source token>\t<candidates>`, the frequent tokens under the empty key) is CTranslate2's
+(`use_vmap`): the fair pairing. The sources are then Multi30k test sentences (their ids, run
+together into rows of 31 tokens + EOS) for every row, so that each batch's shortlist is the
+size real text gives; the random model's other 24k ids are in no shortlist, as a 32k
+vocabulary's rare tokens would not be. "shortlist_size" is our batch vocabulary's size.
+
+  ours_shortlist   search.beams with the shortlist (what --shortlist runs; called directly,
+                   since Translator refuses a constraint beside a shortlist and EOS is masked
+                   here by one), bf16 and float32 without XLA;
+  ctranslate2      use_vmap=True in int8 / int8_float32 / float32.
+
 CTranslate2's length penalty is length^alpha, ours GNMT's ((5 + length) / 6)^alpha: with every
 hypothesis 82 tokens long, both rank hypotheses alike. CTranslate2 is not a dependency of
 t2t_lite; install it into a throwaway directory:
@@ -27,6 +41,8 @@ t2t_lite; install it into a throwaway directory:
   python3 -m pip install --no-deps --target /tmp/ct2lib ctranslate2 pyyaml
   PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py            # 3 rounds (~10 minutes)
   PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py --quick    # 1 round
+  PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py \
+      --shortlist_data_dir=<t2t-lite-datagen --problem=multi30k_ende's data_dir>
 """
 import argparse
 import json
@@ -52,11 +68,13 @@ import tensorflow as tf  # noqa: E402
 import t2t_lite  # noqa: E402
 from t2t_lite.modeling import mixed_precision  # noqa: E402
 from t2t_lite.modeling.embedding import sinusoid_positions  # noqa: E402
+from t2t_lite.data import data_files, pipeline  # noqa: E402
+from t2t_lite.decode import shortlist  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from decode_speed import decoder  # noqa: E402
+from decode_speed import EosMasked, decoder  # noqa: E402
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -170,18 +188,55 @@ def ours_config(model, inputs, xla):
       "first_call_seconds": round(first, 1)}
 
 
-def ctranslate2_config(model_dir, inputs, compute_type):
+def ours_shortlist_config(model, inputs, table):
+  """Our search over each batch's shortlist (bf16 / float32, no XLA), run once -> (run(),
+  result dict)."""
+  search = tf.function(lambda x: beams(
+      model, x, beam_size=BEAM_SIZE, alpha=ALPHA, extra_length=EXTRA_LENGTH,
+      constraint=EosMasked(), shortlist=table)[0][:, :1], autograph=False)
+  inputs = tf.constant(inputs)
+  start = time.perf_counter()
+  ids = search(inputs).numpy()  # [B, 1, 82]
+  first = time.perf_counter() - start
+  assert ids.shape == (BATCH, 1, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
+  return (lambda: search(inputs).numpy()), {
+      "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": False,
+      "shortlist": True, "first_call_seconds": round(first, 1)}
+
+
+def ctranslate2_config(model_dir, inputs, compute_type, use_vmap=False):
   """Loads the converted model in `compute_type` and runs it once -> (run(), result dict)."""
   start = time.perf_counter()
   translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
                                       intra_threads=os.cpu_count(), inter_threads=1)
   run = lambda: translate(translator, inputs, beam_size=BEAM_SIZE, num_hypotheses=BEAM_SIZE,
                           length_penalty=ALPHA, min_decoding_length=OUTPUT_LENGTH,
-                          max_decoding_length=OUTPUT_LENGTH)
+                          max_decoding_length=OUTPUT_LENGTH, use_vmap=use_vmap)
   lengths = {len(hypothesis) for hyps in run() for hypothesis in hyps}
   assert lengths == {OUTPUT_LENGTH}, f"hypotheses of {lengths} tokens, not {OUTPUT_LENGTH}"
-  return run, {"engine": "ctranslate2", "compute_type": compute_type,
+  return run, {"engine": "ctranslate2", "compute_type": compute_type, "use_vmap": use_vmap,
                "first_call_seconds": round(time.perf_counter() - start, 1)}
+
+
+def multi30k_shortlist(data_dir):
+  """(the shortlist of data_dir's training pairs, Multi30k test sources as int32 [B, S]: their
+  ids run together into rows of S - 1 tokens, each ending in EOS)."""
+  def pairs(split):
+    return pipeline.read_records(data_files.record_paths(data_dir, split)).as_numpy_iterator()
+  table = shortlist.build(((e["inputs"], e["targets"]) for e in pairs("train")), VOCAB_SIZE)
+  ids = np.concatenate([e["inputs"][:-1] for e in pairs("test")])  # without their EOS
+  inputs = ids[:BATCH * (SOURCE_LENGTH - 1)].reshape(BATCH, SOURCE_LENGTH - 1)
+  return table, np.pad(inputs, [[0, 0], [0, 1]], constant_values=1).astype(np.int32)
+
+
+def write_vocabulary_map(table, path):
+  """The shortlist as CTranslate2's vocabulary map: `<source token>\t<candidates>` lines, the
+  always-included tokens under the empty source."""
+  candidates, known = table.candidates.numpy(), table.known.numpy()
+  with open(path, "w") as f:
+    f.write("\t" + " ".join(VOCAB[i] for i in table.frequent.numpy()) + "\n")
+    for source in np.flatnonzero(known):
+      f.write(VOCAB[source] + "\t" + " ".join(VOCAB[i] for i in candidates[source] if i) + "\n")
 
 
 def summary(result, times):
@@ -205,6 +260,8 @@ def main():
   parser.add_argument("--rounds", type=int, default=3,
                       help="timed rounds per configuration, interleaved; the median is reported")
   parser.add_argument("--quick", action="store_true", help="1 round (a smoke run)")
+  parser.add_argument("--shortlist_data_dir", default=None,
+                      help="a prepared multi30k_ende data_dir: adds the shortlist rows (above)")
   args = parser.parse_args()
   rounds = 1 if args.quick else args.rounds
 
@@ -215,11 +272,19 @@ def main():
   rng = np.random.default_rng(BATCH)
   inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
   inputs[:, -1] = 1  # EOS
+  table = None
+  if args.shortlist_data_dir:
+    table, inputs = multi30k_shortlist(args.shortlist_data_dir)
   supported = ctranslate2.get_supported_compute_types("cpu")
 
   load_before = os.getloadavg()[0]
   with tempfile.TemporaryDirectory() as tmp:
-    model_dir = KerasConverter(models["none"]).convert(os.path.join(tmp, "model"))
+    vocabulary_map = None
+    if table is not None:
+      vocabulary_map = os.path.join(tmp, "vmap.txt")
+      write_vocabulary_map(table, vocabulary_map)
+    model_dir = KerasConverter(models["none"]).convert(os.path.join(tmp, "model"),
+                                                       vmap=vocabulary_map)
     check = greedy_check(models["none"], ctranslate2.Translator(model_dir, compute_type="float32"),
                          inputs[:GREEDY_SENTENCES])
     print(f"greedy outputs match: {check}", file=sys.stderr, flush=True)
@@ -227,6 +292,11 @@ def main():
                for precision in ("none", "bf16") for xla in (True, False)]
     configs += [ctranslate2_config(model_dir, inputs, compute_type)
                 for compute_type in CT2_COMPUTE_TYPES if compute_type in supported]
+    if table is not None:
+      configs += [ours_shortlist_config(models[precision], inputs, table)
+                  for precision in ("none", "bf16")]
+      configs += [ctranslate2_config(model_dir, inputs, compute_type, use_vmap=True)
+                  for compute_type in ("float32", "int8", "int8_float32")]
     for _, result in configs:
       print(json.dumps(result), file=sys.stderr, flush=True)
     times = [[] for _ in configs]
@@ -245,6 +315,11 @@ def main():
       "alpha": ALPHA, "rounds": rounds,
       "greedy_outputs_match": check[0], "greedy_tokens_matching": f"{check[1]}/{check[2]}",
       "ctranslate2_cpu_compute_types": sorted(supported), "results": results,
+      "sources": "multi30k test" if table is not None else "random ids",
+      "shortlist_size": (int(tf.size(table.batch_vocabulary(tf.constant(inputs))))
+                         if table is not None else None),
+      "ours_fastest_over_ctranslate2_fastest": round(
+          speed(engine="t2t_lite") / speed(engine="ctranslate2"), 3),
       # ours float32 (the faster of XLA on / off) over CTranslate2 float32, median rounds
       "ours_float32_over_ctranslate2_float32": round(
           speed(engine="t2t_lite", precision="none")

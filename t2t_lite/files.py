@@ -1,5 +1,5 @@
-"""Replacing small files (hparams.json, run.json, manifests, vocabularies) on any tf.io.gfile
-filesystem: write or copy to a temporary sibling, then rename over the target.
+"""Replacing small files (hparams.json, run.json, manifests, vocabularies, shortlists) on any
+tf.io.gfile filesystem: write or copy to a temporary sibling, then rename over the target.
 
 Why not GFile(path, "w") / gfile.copy(overwrite=True) directly: on TensorFlow's ram://
 filesystem both append to an existing file instead of replacing it (TF 2.21), and anywhere a
@@ -29,9 +29,14 @@ def _replace(path, fill):
 
 def write_text(path, text):
   """Replaces `path` with `text` (UTF-8)."""
+  write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+  """Replaces `path` with `data`."""
   def fill(temp):
-    with tf.io.gfile.GFile(temp, "w") as f:
-      f.write(text)
+    with tf.io.gfile.GFile(temp, "wb") as f:
+      f.write(data)
   _replace(path, fill)
 
 

@@ -162,7 +162,8 @@ def file_hashes(root):
           for path in sorted(root.rglob("*")) if path.is_file()}
 
 
-_TF1_CLIENT = """import json, sys, numpy, tensorflow as tf
+# tensorflow_text: its ops (SentencePiece's) registered, as TF Serving links them in.
+_TF1_CLIENT = """import json, sys, numpy, tensorflow as tf, tensorflow_text
 with tf.Graph().as_default(), tf.compat.v1.Session() as s:
   g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])
   sig = g.signature_def[sys.argv[2]]

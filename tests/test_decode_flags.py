@@ -53,7 +53,7 @@ def test_flags_give_the_settings_the_tools_pass():
   args = parser.parse_args(["--beam_size=3", "--sample", "--top_p=0.5", "--seed=7"])
   assert flags.field_values(args, DecodeSettings) == dict(
       beam_size=3, alpha=None, extra_length=None, n_best=1, sample=True, temperature=1.0,
-      top_k=0, top_p=0.5, seed=7)
+      top_k=0, top_p=0.5, seed=7, shortlist=False)
   assert parser.parse_args(["--nosample"]).sample is False
   assert parser.parse_args(["--no-sample"]).sample is False
 
@@ -67,7 +67,7 @@ def test_the_export_records_every_setting_it_was_built_with(make_random_model_di
   auto, why = mixed_precision.resolve("auto", xla=False)  # the default: this machine's choice
   assert {name: recorded[name] for name in FIELDS} == dict(
       beam_size=4, alpha=0.6, extra_length=5, n_best=2, sample=True, temperature=0.5, top_k=3,
-      top_p=1.0, seed=4)  # beam_size and alpha: multi30k_ende's
+      top_p=1.0, seed=4, shortlist=False)  # beam_size and alpha: multi30k_ende's
   assert {name: recorded[name] for name in (
       "max_input_length", "precision", "jit_compile", "with_alignments", "vocab_size",
       "checkpoint")} == dict(max_input_length=64, precision=auto, jit_compile=False,

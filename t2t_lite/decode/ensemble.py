@@ -4,9 +4,9 @@ model running on its own key/value cache. Models must share the vocabulary (chec
 are loaded, t2t_lite/decode/loading.py).
 
 `Ensemble` has the methods of a Transformer that decoding calls (encode, init_cache,
-decode_step, alignment_attention, and the call that scores targets), so the search, sampling,
-forced decoding and alignments take one model or an ensemble alike. Its "logits" are log-probabilities, which a softmax maps
-back to the averaged distribution.
+output_rows, decode_step, alignment_attention, and the call that scores targets), so the
+search, sampling, forced decoding and alignments take one model or an ensemble alike. Its
+"logits" are log-probabilities, which a softmax maps back to the averaged distribution.
 """
 import math
 
@@ -39,10 +39,15 @@ class Ensemble:
     return [m.init_cache(e, inputs_mask, max_decode_length)
             for m, e in zip(self.models, encoder_outputs)]
 
-  def decode_step(self, ids, index, cache, cache_rows=None):
+  def output_rows(self, ids):
+    """Each member's pre-softmax rows of a shortlist."""
+    return [m.output_rows(ids) for m in self.models]
+
+  def decode_step(self, ids, index, cache, cache_rows=None, output_rows=None):
     """ids [B] -> (averaged log-probabilities [B, V], each model's updated cache)."""
-    steps = [m.decode_step(ids, index, c, cache_rows=cache_rows)
-             for m, c in zip(self.models, cache)]
+    rows = output_rows or [None] * len(self.models)
+    steps = [m.decode_step(ids, index, c, cache_rows=cache_rows, output_rows=r)
+             for m, c, r in zip(self.models, cache, rows)]
     return self._average([logits for logits, _ in steps]), [c for _, c in steps]
 
   def alignment_attention(self, targets, encoder_outputs, inputs_mask):

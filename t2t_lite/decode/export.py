@@ -155,6 +155,8 @@ def _write(module, directory, settings):
   for model in getattr(module.model, "models", [module.model]):  # an ensemble's members
     archive.track(model)
   archive.track(module.tokenizer)  # Its SentencePiece model or lookup table.
+  if module.translator.vocabulary_shortlist is not None:
+    archive.track(module.translator.vocabulary_shortlist)  # Its table's variables.
   for name, function in module.signatures().items():
     function.get_concrete_function()  # Traced once from its input_signature.
     archive.add_endpoint(name, function)

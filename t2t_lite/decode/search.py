@@ -13,7 +13,7 @@ from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-          static_shapes=False, constraint=None, concurrent=None):
+          static_shapes=False, constraint=None, concurrent=None, shortlist=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -38,23 +38,31 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
       the outputs are one search's. Default: 2 for a model computing in bfloat16 or float16,
       1 in float32, whose larger matmuls already keep the cores busy (a second search only
       competes for them). With XLA (static_shapes) there is one search.
+    shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
+      (`batch_vocabulary`) instead of the whole one; not with static_shapes or a constraint
+      (its size changes with every batch; a constraint masks whole-vocabulary logits).
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
-                  static_shapes=static_shapes, constraint=constraint)
+                  static_shapes=static_shapes, constraint=constraint, shortlist=shortlist)
   if concurrent is None:
     concurrent = 1 if model.compute_dtype == "float32" else 2
   if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
     return _search(model, inputs, max_lengths, **settings)
+  if max_lengths is None:
+    max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
+    max_lengths += extra_length  # [B], as _search's default
   sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
   parts = tf.split(inputs, sizes, num=concurrent)
-  limits = ([None] * concurrent if max_lengths is None
-            else tf.split(tf.convert_to_tensor(max_lengths), sizes, num=concurrent))
-  ids, scores = zip(*[_search(model, part, limit, **settings)
-                      for part, limit in zip(parts, limits)])
+  limits = tf.split(tf.convert_to_tensor(max_lengths, tf.int32), sizes, num=concurrent)
+  # One search traced once and called for each part: a search's graph is large, and tracing
+  # it once per part doubled the start-up time of every bf16 decode.
+  search = tf.function(lambda part, limit: _search(model, part, limit, **settings),
+                       autograph=False, reduce_retracing=True)
+  ids, scores = zip(*[search(part, limit) for part, limit in zip(parts, limits)])
   return tf.concat(ids, axis=0), tf.concat(scores, axis=0)  # [B, K, L], [B, K]
 
 
@@ -65,7 +73,7 @@ def _part_sizes(batch, parts):
 
 
 def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, static_shapes,
-            constraint):
+            constraint, shortlist):
   """`beams` as one search over all of `inputs`."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
@@ -73,21 +81,30 @@ def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, stati
   if max_lengths is None:
     max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
   if static_shapes:  # [B*K, H, L, K] buffers, read through each hypothesis' rows.
-    step = lambda ids, index, cache, rows: model.decode_step(ids, index, cache, cache_rows=rows)
+    step = lambda ids, index, cache, rows, **kw: model.decode_step(ids, index, cache,
+                                                                   cache_rows=rows, **kw)
     cache = model.init_cache(encoder_output, inputs_mask, max_decode_length)
   else:  # Growing keys/values, reordered by beam after each step: both copy only written slots.
     step, cache = model.decode_step, model.init_cache(encoder_output, inputs_mask)
 
-  def step_without_pad(ids, index, cache, *rows):
-    logits, cache = step(ids, index, cache, *rows)  # [B*K, V]
+  # With a shortlist the search runs over positions in its vocabulary (ids [V'], in id order:
+  # PAD and EOS keep positions 0 and 1), mapped to token ids for the model and the outputs.
+  vocabulary = None if shortlist is None else shortlist.batch_vocabulary(inputs)  # [V']
+  projection = {} if shortlist is None else {"output_rows": model.output_rows(vocabulary)}
+
+  def step_without_pad(ids, index, cache, *cache_rows):
+    if vocabulary is not None:
+      ids = tf.gather(vocabulary, ids)  # [B*K] token ids
+    logits, cache = step(ids, index, cache, *cache_rows, **projection)  # [B*K, V or V']
     return without_pad(logits), cache
 
   mask_state = () if constraint is None else constraint.initial_state(inputs, max_lengths)
-  return beam_search.beam_search(
+  ids, scores = beam_search.beam_search(
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=EOS_ID,
       max_decode_length=max_decode_length, max_lengths=max_lengths,
       reorder_cache=not static_shapes, logits_mask_fn=constraint and constraint.mask_logits,
       mask_state=mask_state)
+  return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
 
 
 def output_length(model, inputs, extra_length):

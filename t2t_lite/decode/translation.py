@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-from t2t_lite.decode import alignment, forced_decoding, loading, sampling, search
+from t2t_lite.decode import alignment, forced_decoding, loading, sampling, search, shortlist
 from t2t_lite.errors import T2TLiteError
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,10 @@ class DecodeSettings:
                           "reaches p (nucleus sampling; 1: all)", 1.0)
   seed: int = _setting("sampling: the same seed and input give the same samples (with --xla "
                        "other samples than without)", 0)
+  shortlist: bool = _setting("search each batch's outputs among the target tokens its source "
+                             "tokens make likely (a table built from the run's training data "
+                             "and kept in model_dir; shortlist.py): faster, near the same "
+                             "outputs. Beam search without --xla", False)
 
   def __post_init__(self):
     checks = (("beam_size", self.beam_size >= 1, ">= 1"), ("alpha", self.alpha >= 0, ">= 0"),
@@ -74,6 +78,9 @@ class DecodeSettings:
     for name, ok, wanted in checks:
       if not ok:
         raise DecodingError(f"{name} must be {wanted}, got {getattr(self, name)}")
+    if self.shortlist and self.sample:
+      raise DecodingError("shortlist with sample: sampling draws from the whole vocabulary; "
+                          "drop one of them")
     if not self.sample and self.n_best > self.beam_size:
       raise DecodingError(f"n_best={self.n_best} is more than beam_size={self.beam_size}: a beam "
                           f"search keeps beam_size outputs; raise --beam_size")
@@ -111,11 +118,13 @@ class Translator(tf.Module):
     output_fn: the problem's in-graph form of its outputs, (sources string [B], outputs string
       [B, N]) -> string [B, N] (e.g. a parser's trees over the source words), or None.
     with_alignments: also give each output's word alignment to its source.
+    vocabulary_shortlist: the shortlist.Shortlist that the setting `shortlist` searches with
+      (from_model_dir reads or builds the run's).
   """
 
   def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
                length_multiple=8, constraint=None, output_fn=None, with_alignments=False,
-               **settings):
+               vocabulary_shortlist=None, **settings):
     super().__init__(name="translator")
     self.model, self.tokenizer = model, tokenizer
     self.settings = DecodeSettings(**settings)
@@ -126,9 +135,19 @@ class Translator(tf.Module):
     self.jit_compile, self.length_multiple = jit_compile, length_multiple
     self.constraint, self.output_fn = constraint, output_fn
     self.with_alignments = with_alignments
+    self.vocabulary_shortlist = vocabulary_shortlist if self.settings.shortlist else None
+    if self.settings.shortlist:
+      _check_shortlist(jit_compile, constraint)
+      if vocabulary_shortlist is None:
+        raise DecodingError("shortlist: no vocabulary_shortlist given (Translator.from_model_dir "
+                            "reads or builds the run's)")
+      if vocabulary_shortlist.vocab_size != model.vocab_size:
+        raise DecodingError(f"the shortlist is of a vocabulary of {vocabulary_shortlist.vocab_size}"
+                            f" ids, the model's has {model.vocab_size}")
     self._options = dict(max_input_length=max_input_length, jit_compile=jit_compile,
                          length_multiple=length_multiple, constraint=constraint,
-                         output_fn=output_fn, with_alignments=with_alignments, **settings)
+                         output_fn=output_fn, with_alignments=with_alignments,
+                         vocabulary_shortlist=vocabulary_shortlist, **settings)
     self.loaded: Optional[loading.LoadedModel] = None  # Set by from_model_dir.
     # autograph=False: the searches are tf.while_loops as written, and converting the model's
     # and the tokenizer's Python to graph code would cost seconds at every start for nothing.
@@ -148,13 +167,20 @@ class Translator(tf.Module):
     `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
     loading.py; `self.loaded.which()` says which and why), computing in `precision`
     (mixed_precision.py; "auto" chooses for this machine and jit_compile, and
-    `self.loaded.computing()` says what and why); decoding settings left None resolved by DecodeSettings.resolve; the
-    problem's constraint and output form."""
+    `self.loaded.computing()` says what and why); decoding settings left None resolved by
+    DecodeSettings.resolve; the problem's constraint and output form; with the setting
+    `shortlist`, the run's table (shortlist.for_run: read, or built and kept)."""
     loaded = loading.load(model_dir, checkpoint_path, precision,
                           kwargs.get("jit_compile", False))
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
     settings = DecodeSettings.resolve(
         loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})
+    if settings.shortlist and kwargs.get("vocabulary_shortlist") is None:
+      _check_shortlist(kwargs.get("jit_compile"), getattr(loaded.problem, "decode_constraint",
+                                                          None))  # before building a table
+      # The members of an ensemble share one vocabulary (loading.py): the first one's table.
+      kwargs["vocabulary_shortlist"] = shortlist.for_run(loaded.model_dirs[0],
+                                                         loaded.tokenizer.vocab_size)
     translator = cls.of_problem(loaded.model, loaded.problem, loaded.model_dirs[0], settings,
                                 loaded.tokenizer, **kwargs)
     translator.loaded = loaded
@@ -252,7 +278,8 @@ class Translator(tf.Module):
                              constraint=self.constraint, static_shapes=self.jit_compile)
     ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
                                extra_length=s.extra_length, max_lengths=max_lengths,
-                               constraint=self.constraint, static_shapes=self.jit_compile)
+                               constraint=self.constraint, static_shapes=self.jit_compile,
+                               shortlist=self.vocabulary_shortlist)
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
@@ -324,6 +351,16 @@ class Translator(tf.Module):
                      self.max_input_length)
 
 
+def _check_shortlist(jit_compile, constraint):
+  """What the setting `shortlist` cannot be used with, refused in one line."""
+  if jit_compile:
+    raise DecodingError("shortlist with --xla: a batch's shortlist has its own size, for which "
+                        "XLA would compile the search again; decode without --xla")
+  if constraint is not None:
+    raise DecodingError("shortlist with this problem's output constraint: the constraint masks "
+                        "the whole vocabulary; decode without --shortlist")
+
+
 def _valid_utf8(strings):
   """Invalid UTF-8 replaced by U+FFFD, so that every element gets an answer."""
   return tf.strings.unicode_transcode(strings, input_encoding="UTF-8", output_encoding="UTF-8",
@@ -336,12 +373,14 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   (texts, scores), in order.
 
   checkpoint_path: None (the run's best model when it kept one, else its newest checkpoint),
-  "best", "newest" or a path (loading.py). beam_size / alpha / extra_length default to hparams.json's, else the problem's (the paper:
-  4, 0.6, 50). Scores are the length-penalised log-probabilities of the outputs (beam 1:
-  log-probabilities; sampled: log-probabilities). `settings`: DecodeSettings' other fields
-  (n_best: N outputs a sentence, as lists; sample, temperature, top_k, top_p, seed) or
-  Translator's options (e.g. jit_compile=True: the XLA-compiled search). precision: "none" (float32), "bf16" or "fp16" (mixed_precision.py). Builds the model each
-  call: use `Translator.from_model_dir` for many calls.
+  "best", "newest" or a path (loading.py). beam_size / alpha / extra_length default to
+  hparams.json's, else the problem's (the paper: 4, 0.6, 50). Scores are the length-penalised
+  log-probabilities of the outputs (beam 1: log-probabilities; sampled: log-probabilities).
+  `settings`: DecodeSettings' other fields (n_best: N outputs a sentence, as lists; sample,
+  temperature, top_k, top_p, seed, shortlist) or Translator's options (e.g. jit_compile=True:
+  the XLA-compiled search). precision: "auto" (the fastest on this machine), "none" (float32),
+  "bf16" or "fp16" (mixed_precision.py). Builds the model each call: use
+  `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
     raise DecodingError("translate() takes a list of sentences, got one string")

@@ -50,13 +50,20 @@ class SharedEmbedding(keras.layers.Layer):
     x = tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)  # not the whole table
     return x * tf.cast(math.sqrt(self.d_model), x.dtype)
 
-  def logits(self, x):
-    """[B, T, D] -> float32 [B, T, V]: the pre-softmax projection with the same matrix."""
+  def output_rows(self, ids):
+    """The pre-softmax matrix's rows of a shortlist, ids int32 [V'] -> [V', D] in the compute
+    dtype: gathered once per batch, for `logits(x, rows)` at every decoding step."""
+    return tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)
+
+  def logits(self, x, rows=None):
+    """[B, T, D] -> float32 [B, T, V]: the pre-softmax projection with the same matrix, or with
+    its `rows` [V', D] only (-> [B, T, V'])."""
     # A flat [B*T, D] x [D, V] matmul: the matrix gradient is then one matmul, where einsum's
     # "btv,btd->vd" made XLA transpose the whole [B, T, V] gradient first (seconds on CPU).
     flat = tf.reshape(tf.cast(x, self.compute_dtype), [-1, self.d_model])  # [B*T, D]
-    logits = tf.matmul(flat, tf.cast(self.embeddings, flat.dtype), transpose_b=True)  # [B*T, V]
-    logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
+    matrix = self.embeddings if rows is None else rows  # [V, D]
+    logits = tf.matmul(flat, tf.cast(matrix, flat.dtype), transpose_b=True)  # [B*T, V]
+    logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], tf.shape(matrix)[:1]], 0))
     return tf.cast(logits, tf.float32)  # [B, T, V]
 
   def get_config(self):

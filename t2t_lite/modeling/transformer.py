@@ -307,12 +307,17 @@ class Transformer(keras.Model):
           "memory": layer.cross_attention.memory_cache(encoder_output)})  # [B, H, S, K/V]
     return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
 
-  def decode_step(self, ids, index, cache, cache_rows=None):
+  def output_rows(self, ids):
+    """The pre-softmax rows of a shortlist ids int32 [V'], for decode_step (shortlist.py)."""
+    return self.embedding.output_rows(ids)  # [V', D]
+
+  def decode_step(self, ids, index, cache, cache_rows=None, output_rows=None):
     """ids int [B]: the token at position index-1 (0 at index 0) -> (logits [B, V], cache).
 
     cache_rows: optional int [B, L] from beam search without cache reordering (static buffers
     only): row b reads its self-attention keys/values of slot t from cache row
     cache_rows[b, t] (see beam_search.py).
+    output_rows: optional `output_rows(ids)` of a shortlist of V' ids: logits [B, V'] of those.
     """
     x = self._embed(ids[:, None], "decoder", training=False, start=index)  # [B, 1, D]
     new_layers = []
@@ -320,7 +325,7 @@ class Transformer(keras.Model):
       x, layer_cache = layer(x, None, None, cache["memory_bias"], cache=layer_cache,
                              decode_index=index, training=False, cache_rows=cache_rows)
       new_layers.append(layer_cache)
-    logits = self.embedding.logits(self._final_norm(x, "decoder"))[:, 0]  # [B, V]
+    logits = self.embedding.logits(self._final_norm(x, "decoder"), output_rows)[:, 0]  # [B, V]
     return logits, dict(cache, layers=new_layers)
 
   def get_config(self):

@@ -21,6 +21,8 @@ Layout (everything through tf.io.gfile: local, gs://, ram://):
   best/best.json     {"metric", "value", "step"} and, once the run stopped early,
                      "stopped_early": {"step", "reason"} (t2t_lite/train/model_selection.py).
   averaged.json      in an averaged run directory: the checkpoints averaged.
+  shortlist.npz      the vocabulary shortlist decoding builds from the training data the first
+                     time it is asked for one (t2t_lite/decode/shortlist.py).
 
 `read_run` reads the run files once; `check_resume` compares them with a new run's before any
 byte of the directory changes; `write_run_files` writes them.
@@ -42,6 +44,7 @@ RUN_FILE = "run.json"
 MANIFEST_FILE = data_files.MANIFEST_FILE
 LEASE_FILE = "lease.json"
 AVERAGED_FILE = "averaged.json"
+SHORTLIST_FILE = "shortlist.npz"
 BEST_DIR, BEST_FILE = "best", "best.json"
 CHECKPOINT_PREFIX = "ckpt"  # tf.train.CheckpointManager's names: ckpt-<step>.
 SAVE_IN_PROGRESS = "*_temp"  # What tf.train.Checkpoint writes a save into before renaming it.
@@ -202,9 +205,10 @@ def write_run_files(model_dir, hparams, run_info, data_dir=None):
 
 def copy_run_files(model_dir, output_dir):
   """Copies model_dir's files other than checkpoints (hparams.json, run.json, manifest.json,
-  the vocabulary) into output_dir, which then loads like model_dir (e.g. averaged weights)."""
+  the vocabulary, a shortlist) into output_dir, which then loads like model_dir (e.g. averaged
+  weights)."""
   tf.io.gfile.makedirs(output_dir)
-  for name in (HPARAMS_FILE, RUN_FILE, MANIFEST_FILE):
+  for name in (HPARAMS_FILE, RUN_FILE, MANIFEST_FILE, SHORTLIST_FILE):
     _copy_if_present(name, model_dir, output_dir)
   _copy_vocabulary(model_dir, output_dir)
 
