@@ -129,10 +129,9 @@ def test_datagen_empty_training_files_are_named(tmp_path):
 
 
 @pytest.fixture()
-def reverse_data(tmp_path):
-  data_dir = tmp_path / "reverse"
-  t2t_lite.get_problem("algorithmic_reverse").prepare(str(data_dir))
-  return data_dir
+def reverse_data(reverse_dir, tmp_path):
+  """A test's own copy of algorithmic_reverse's prepared data (tests damage it)."""
+  return pathlib.Path(shutil.copytree(reverse_dir, tmp_path / "reverse"))
 
 
 def _train_reverse(data_dir, model_dir, *flags):

@@ -5,8 +5,11 @@
   echo "A man rides a horse." | t2t-lite-decode --model_dir=runs/ende
   t2t-lite-decode --model_dir=runs/a --model_dir=runs/b --n_best=4 --input_file=test.en
 
-One output line per input line, in input order (lines are decoded in batches of similar length,
-longest first): the problem's form of an output (a parser's tree). An empty input line gives an
+One output line per input line, in input order: the problem's form of an output (a parser's
+tree). The input is read in windows of --window lines, each sorted into batches of similar
+length (longest first), decoded, written and flushed before the next is read; --continue_output
+finishes an interrupted decode; a terminal on stdin (or --interactive) gets each line's output
+as soon as the line is typed. An empty input line gives an
 empty output line; a line longer than the model's max_length tokens is cut to it, with a
 warning naming the line. Beam size, alpha and the extra output length default to
 hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
@@ -24,11 +27,13 @@ exact match and the sentences scored, skipped and rejected (t2t_lite/parsing/eva
 --evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
 """
 import argparse
+import itertools
 import json
 import logging
 import os
 import re
 import sys
+import time
 
 import tensorflow as tf
 import tqdm
@@ -50,39 +55,72 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def read_lines(path):
-  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines.
+  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines: all of
+  them (see read_windows)."""
+  return [line for window in read_windows(path, window=None) for line in window]
+
+
+def read_windows(path, window, skip=0):
+  """The lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines, in
+  lists of at most `window` lines (None: one list of all), each as soon as it is read: memory
+  holds one window. The first `skip` lines are passed over.
 
   Lines end at "\n" only (a trailing "\r" is dropped): str.splitlines would also split at
   U+2028, U+0085 and other separators inside a sentence and shift every later output line.
-  Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning that
-  counts the lines concerned; data that is not text (see MAX_NOT_TEXT) is refused.
+  Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning after the
+  last window that counts the lines concerned; a window that is not text (see MAX_NOT_TEXT) is
+  refused before it is yielded.
   """
+  name = "stdin" if path == "-" else path
+  invalid = []  # numbers of the lines with invalid UTF-8
+  raw, number = [], 0
+  for line in _raw_lines(path):
+    number += 1
+    if number > skip:
+      raw.append(line)
+    if window is not None and len(raw) == window:
+      yield _decoded(raw, number - len(raw) + 1, name, invalid)
+      raw = []
+  if raw or window is None:
+    yield _decoded(raw, number - len(raw) + 1, name, invalid)
+  if invalid:
+    logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
+                   "replaced by U+FFFD", name, len(invalid), invalid[0])
+
+
+def _raw_lines(path):
+  """The byte lines (with their newline) of a file or of stdin, as they come."""
   if path == "-":
     stream = sys.stdin
     if stream is None:  # Started with stdin closed.
-      data = b""
-    elif hasattr(stream, "buffer"):
-      data = stream.buffer.read()
+      return
+    if hasattr(stream, "buffer"):
+      yield from iter(stream.buffer.readline, b"")  # a line as soon as it is typed
     else:  # A text stream without bytes underneath (e.g. io.StringIO).
-      data = stream.read().encode("utf-8", errors="surrogateescape")
-  else:
-    if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"{path} does not exist")
-    with tf.io.gfile.GFile(path, "rb") as f:
-      data = f.read()
-  name = "stdin" if path == "-" else path
+      for line in iter(stream.readline, ""):
+        yield line.encode("utf-8", errors="surrogateescape")
+    return
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    yield from iter(f.readline, b"")
+
+
+def _decoded(raw, first_number, name, invalid):
+  """Byte lines -> their text without newlines; numbers of lines with invalid UTF-8 appended to
+  `invalid`; refused when not text."""
+  data = b"".join(raw)
   text = data.decode("utf-8", errors="replace")
   replaced = text.count("\ufffd") - data.count("\ufffd".encode())  # U+FFFD written as such
   not_text = replaced + len(_CONTROL.findall(text))
   if not_text > MAX_NOT_TEXT * len(text):
-    raise DecodingError(f"{name} is not UTF-8 text: {not_text} of its {len(text)} characters "
-                        f"are invalid UTF-8 or control characters (more than "
+    where = f" (lines {first_number} to {first_number + len(raw) - 1})" if first_number > 1 else ""
+    raise DecodingError(f"{name} is not UTF-8 text{where}: {not_text} of its {len(text)} "
+                        f"characters are invalid UTF-8 or control characters (more than "
                         f"{MAX_NOT_TEXT:.0%}); convert it to UTF-8 (e.g. with iconv)")
-  raw = data.split(b"\n")
-  if raw[-1] == b"":
-    raw.pop()  # The newline that ends the last line.
-  lines, invalid = [], []
-  for number, line in enumerate(raw, 1):
+  lines = []
+  for number, line in enumerate(raw, first_number):
+    line = line[:-1] if line.endswith(b"\n") else line
     if line.endswith(b"\r"):
       line = line[:-1]
     try:
@@ -90,9 +128,6 @@ def read_lines(path):
     except UnicodeDecodeError:
       lines.append(line.decode("utf-8", errors="replace"))
       invalid.append(number)
-  if invalid:
-    logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
-                   "replaced by U+FFFD", name, len(invalid), invalid[0])
   return lines
 
 
@@ -104,6 +139,55 @@ def write_lines(path, lines):
   else:
     with tf.io.gfile.GFile(path, "w") as f:
       f.write(text)
+
+
+class StreamedOutput:
+  """Decode's output written a window at a time, each flushed before the next is read: an
+  interrupted decode leaves every finished window's lines. The file is opened at the first
+  write, so that a refused input or model changes nothing; when continuing (`keep`: the bytes
+  of the earlier output's complete lines) its partial last line is dropped there and the new
+  lines appended."""
+
+  def __init__(self, path, keep=None):
+    self.path, self.keep, self.file = path, keep, None
+
+  def write(self, lines):
+    text = "".join(line + "\n" for line in lines)
+    if self.path == "-":
+      sys.stdout.write(text)
+      sys.stdout.flush()
+      return
+    if self.file is None:
+      self.file = self._open()
+    self.file.write(text)
+    self.file.flush()
+
+  def _open(self):
+    if self.keep is None:
+      return tf.io.gfile.GFile(self.path, "w")
+    if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
+      with tf.io.gfile.GFile(self.path, "rb") as f:
+        complete = f.read(self.keep)
+      with tf.io.gfile.GFile(self.path, "wb") as f:  # without the partial last line
+        f.write(complete)
+    return tf.io.gfile.GFile(self.path, "a")
+
+  def close(self):
+    if self.file is not None:
+      self.file.close()
+    elif self.path != "-" and self.keep is None:
+      write_lines(self.path, [])  # No input lines: an empty output file, as before.
+
+
+def lines_done(path):
+  """--continue_output: (the number of complete lines of an earlier output file, their bytes);
+  (0, 0) without one."""
+  if path == "-" or not tf.io.gfile.exists(path):
+    return 0, 0
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  complete = data.rfind(b"\n") + 1
+  return data.count(b"\n"), complete
 
 
 def check_output_file(path):
@@ -134,6 +218,17 @@ def parse_args(argv):
                            "Pharaoh pairs 's-t' of 0-based word indices (from the last decoder "
                            "layer's attention)")
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+  parser.add_argument("--window", type=int, default=2048,
+                      help="input lines read, decoded (sorted by length into batches) and "
+                           "written at a time, flushed before the next are read: memory holds "
+                           "one window whatever the input's length")
+  parser.add_argument("--interactive", action="store_true",
+                      help="decode each line as soon as it is read and print its output at once "
+                           "(the default when stdin is a terminal); --verbose adds its latency")
+  parser.add_argument("--continue_output", action="store_true",
+                      help="after an interrupted decode: keep --output_file's complete lines and "
+                           "decode from the first input line without one, appending (one "
+                           "output a line: not with --n_best)")
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut, with a warning (default: hparams max_length)")
   parser.add_argument("--xla", action="store_true",
@@ -144,13 +239,15 @@ def parse_args(argv):
   return parser.parse_args(argv)
 
 
-def output_lines(results, n_best, with_alignments):
+def output_lines(results, n_best, with_alignments, first=0):
   """The lines decode writes: one output a line; with n_best > 1 Moses' n-best format,
-  "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (slots the
-  search could not fill left out); with alignments, " ||| s-t ..." after the output."""
+  "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (the
+  results' first line is line `first`; slots the search could not fill left out); with
+  alignments, " ||| s-t ..." after the output."""
   lines = []
-  for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"])):
-    alignments = results["alignments"][i] if with_alignments else [None] * len(outputs)
+  for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"]), first):
+    alignments = (results["alignments"][i - first] if with_alignments
+                  else [None] * len(outputs))
     for output, score, links in zip(outputs, scores, alignments):
       if n_best == 1:
         lines.append(output if links is None else f"{output} ||| {links}")
@@ -166,15 +263,29 @@ def main(argv=None):
   cli.configure_logging(args.verbose, logging.INFO)
   if args.batch_size < 1:
     return cli.fail(PROG, f"--batch_size must be >= 1, got {args.batch_size}")
+  if args.window < 1:
+    return cli.fail(PROG, f"--window must be >= 1, got {args.window}")
   if args.evalb_report and not args.reference_file:
     return cli.fail(PROG, "--evalb_report needs --reference_file")
+  if args.continue_output and (args.output_file == "-" or args.n_best != 1
+                               or args.reference_file):
+    return cli.fail(PROG, "--continue_output needs an --output_file of one output a line (no "
+                          "--n_best, no --reference_file)")
+  interactive = args.interactive or (args.input_file == "-" and sys.stdin is not None
+                                     and sys.stdin.isatty())
   try:
     check_output_file(args.output_file)
-    lines = read_lines(args.input_file)
-    references = read_lines(args.reference_file) if args.reference_file else None
-    if references is not None and len(references) != len(lines):
-      raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
-                                f"{args.input_file} has {len(lines)}")
+    done, keep = lines_done(args.output_file) if args.continue_output else (0, None)
+    references, total = None, count_lines(args.input_file)
+    if args.reference_file:  # Scores need every output: the input is read whole.
+      lines, references = read_lines(args.input_file), read_lines(args.reference_file)
+      if len(references) != len(lines):
+        raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
+                                  f"{args.input_file} has {len(lines)}")
+      windows = iter([lines[i:i + args.window] for i in range(0, len(lines), args.window)])
+    else:
+      windows = read_windows(args.input_file, 1 if interactive else args.window, skip=done)
+    first = next(windows, [])  # Read and checked before the model is loaded.
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
@@ -189,20 +300,53 @@ def main(argv=None):
   how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
          f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
          else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
-  logger.info("decoding %d lines with %s; %s, max output = input + %d; %s", len(lines),
-              loaded.which(), how, settings.extra_length, loaded.computing())
-  with tqdm.tqdm(total=len(lines), unit="sent", file=sys.stderr,
-                 disable=args.no_progress) as bar:
-    results = translator.decode_lines(lines, args.batch_size, progress=bar.update)
-  write_lines(args.output_file, output_lines(results, settings.n_best, args.with_alignments))
+  what = "stdin's lines" if total is None else f"{total - done} lines"
+  if done:
+    what += f" (after the {done} already in {args.output_file})"
+  logger.info("decoding %s with %s; %s, max output = input + %d; %s", what, loaded.which(),
+              how, settings.extra_length, loaded.computing())
+  texts = []  # the best outputs, with --reference_file
+  output = StreamedOutput(args.output_file, keep)
+  try:
+    with tqdm.tqdm(total=None if total is None else total - done, unit="sent", file=sys.stderr,
+                   disable=args.no_progress or interactive) as bar:
+      number = done
+      for window in itertools.chain([first], windows):  # a later window is read here
+        start = time.perf_counter()
+        results = translator.decode_lines(window, args.batch_size, progress=bar.update,
+                                          first_number=number + 1)
+        output.write(output_lines(results, settings.n_best, args.with_alignments, first=number))
+        if interactive and args.verbose:
+          logger.info("line %d: %.0f ms", number + 1, (time.perf_counter() - start) * 1e3)
+        if references is not None:
+          texts.extend(outputs[0] for outputs in results["outputs"])
+        number += len(window)
+  except T2TLiteError as e:  # e.g. a later window that is not text: the lines before it stay
+    output.close()
+    return cli.fail(PROG, f"{e} (the {number - done} lines before it were written; "
+                          "--continue_output goes on after them)", e.exit_status)
+  except KeyboardInterrupt:  # Ctrl-C, e.g. interactive: what was written stays
+    output.close()
+    return 130
+  output.close()
   if references is not None:
-    texts = [outputs[0] for outputs in results["outputs"]]
     scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:
       write_lines(args.evalb_report,
                   [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
   return 0
+
+
+def count_lines(path):
+  """The number of lines of a file, counted without holding it (None for stdin)."""
+  if path == "-" or not tf.io.gfile.exists(path):
+    return None
+  count, last = 0, b"\n"
+  with tf.io.gfile.GFile(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      count, last = count + chunk.count(b"\n"), chunk[-1:]
+  return count + (last != b"\n")
 
 
 if __name__ == "__main__":

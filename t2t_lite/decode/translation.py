@@ -292,12 +292,12 @@ class Translator(tf.Module):
                 truncated=truncated)
 
   # ------------------------------------------------------------------ in Python
-  def decode_lines(self, lines, batch_size=32, progress=None):
+  def decode_lines(self, lines, batch_size=32, progress=None, first_number=1):
     """decode_text over `lines` in batches of `batch_size`, longest first (similar lengths
     together, and the slowest batch found early) -> a dict of numpy arrays in input order:
     "outputs" (str [B, N]), "scores" [B, N], "truncated" [B] (and "alignments").
     `progress(n)` is called after each batch with the number of lines done; each line cut to
-    max_input_length gets a warning naming it."""
+    max_input_length gets a warning naming it (lines[0] is line `first_number`)."""
     order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
     results = {}
     for start in range(0, len(order), batch_size):
@@ -315,7 +315,7 @@ class Translator(tf.Module):
         results[key][chunk] = value
       if progress:
         progress(len(chunk))
-    self._warn_truncated(results.get("truncated", []), "line %d: longer")
+    self._warn_truncated(results.get("truncated", []), "line %d: longer", first_number)
     if not lines:
       n = self.settings.n_best
       results = {"outputs": np.empty([0, n], object), "scores": np.empty([0, n], np.float32),
@@ -344,10 +344,11 @@ class Translator(tf.Module):
     self._warn_truncated(results["truncated"], "pair %d: source longer")
     return results
 
-  def _warn_truncated(self, truncated, what):
-    """One warning for each input cut to max_input_length (`what` % its 1-based number)."""
+  def _warn_truncated(self, truncated, what, first_number=1):
+    """One warning for each input cut to max_input_length (`what` % its number, the first
+    input's being first_number)."""
     for i in np.flatnonzero(truncated):
-      logger.warning(what + " than %d tokens (EOS included): truncated", i + 1,
+      logger.warning(what + " than %d tokens (EOS included): truncated", i + first_number,
                      self.max_input_length)
 
 
