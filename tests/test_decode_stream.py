@@ -124,3 +124,15 @@ def test_bad_window_and_continuation_are_one_line(model_dir, tmp_path, flags, me
   assert code == 2 and out == ""
   assert_one_line(err, "t2t-lite-decode", message)
   assert not (tmp_path / "out").exists()
+
+
+def test_a_later_window_that_is_not_text_stops_after_the_lines_before_it(model_dir, tmp_path):
+  (tmp_path / "in.txt").write_bytes(b"a man\nthe dog\n" + bytes(range(128, 256)) * 4 + b"\n")
+  code, out, err = run_tool("decode", "--model_dir", model_dir, "--input_file",
+                            tmp_path / "in.txt", "--output_file", tmp_path / "out", "--window=2",
+                            *SETTINGS)
+  assert code == 2 and out == ""
+  assert_one_line(err, "t2t-lite-decode", f"{tmp_path / 'in.txt'} is not UTF-8 text (lines 3 "
+                  "to 3)", "(the 2 lines before it were written; --continue_output goes on "
+                  "after them)")
+  assert len((tmp_path / "out").read_text().splitlines()) == 2

@@ -276,15 +276,8 @@ def main(argv=None):
   try:
     check_output_file(args.output_file)
     done, keep = lines_done(args.output_file) if args.continue_output else (0, None)
-    references, total = None, count_lines(args.input_file)
-    if args.reference_file:  # Scores need every output: the input is read whole.
-      lines, references = read_lines(args.input_file), read_lines(args.reference_file)
-      if len(references) != len(lines):
-        raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
-                                  f"{args.input_file} has {len(lines)}")
-      windows = iter([lines[i:i + args.window] for i in range(0, len(lines), args.window)])
-    else:
-      windows = read_windows(args.input_file, 1 if interactive else args.window, skip=done)
+    total = count_lines(args.input_file)
+    windows, lines, references = _input(args, interactive, done)
     first = next(windows, [])  # Read and checked before the model is loaded.
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
@@ -294,41 +287,21 @@ def main(argv=None):
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
-  loaded, settings = translator.loaded, translator.settings
+  loaded = translator.loaded
   if args.evalb_report and not hasattr(loaded.problem, "evalb_report"):
     return cli.fail(PROG, f"--evalb_report is for parsing problems, not {loaded.problem.name}")
-  how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
-         f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
-         else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
-  what = "stdin's lines" if total is None else f"{total - done} lines"
-  if done:
-    what += f" (after the {done} already in {args.output_file})"
-  logger.info("decoding %s with %s; %s, max output = input + %d; %s", what, loaded.which(),
-              how, settings.extra_length, loaded.computing())
-  texts = []  # the best outputs, with --reference_file
+  _log_start(translator, total, done, args.output_file)
   output = StreamedOutput(args.output_file, keep)
+  texts = []  # the best outputs, with --reference_file
   try:
-    with tqdm.tqdm(total=None if total is None else total - done, unit="sent", file=sys.stderr,
-                   disable=args.no_progress or interactive) as bar:
-      number = done
-      for window in itertools.chain([first], windows):  # a later window is read here
-        start = time.perf_counter()
-        results = translator.decode_lines(window, args.batch_size, progress=bar.update,
-                                          first_number=number + 1)
-        output.write(output_lines(results, settings.n_best, args.with_alignments, first=number))
-        if interactive and args.verbose:
-          logger.info("line %d: %.0f ms", number + 1, (time.perf_counter() - start) * 1e3)
-        if references is not None:
-          texts.extend(outputs[0] for outputs in results["outputs"])
-        number += len(window)
-  except T2TLiteError as e:  # e.g. a later window that is not text: the lines before it stay
-    output.close()
-    return cli.fail(PROG, f"{e} (the {number - done} lines before it were written; "
-                          "--continue_output goes on after them)", e.exit_status)
+    _decode_windows(translator, itertools.chain([first], windows), output, args, done,
+                    total, interactive, texts if references is not None else None)
   except KeyboardInterrupt:  # Ctrl-C, e.g. interactive: what was written stays
-    output.close()
     return 130
-  output.close()
+  except T2TLiteError as e:  # e.g. a later window that is not text: the lines before it stay
+    return cli.fail(PROG, e, e.exit_status)
+  finally:
+    output.close()
   if references is not None:
     scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
@@ -336,6 +309,55 @@ def main(argv=None):
       write_lines(args.evalb_report,
                   [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
   return 0
+
+
+def _input(args, interactive, done):
+  """(the input's windows, and with --reference_file all its lines and the references)."""
+  if not args.reference_file:
+    return read_windows(args.input_file, 1 if interactive else args.window, skip=done), None, None
+  lines, references = read_lines(args.input_file), read_lines(args.reference_file)
+  if len(references) != len(lines):  # Scores need every output: the input is read whole.
+    raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
+                              f"{args.input_file} has {len(lines)}")
+  windows = [lines[i:i + args.window] for i in range(0, len(lines), args.window)]
+  return iter(windows), lines, references
+
+
+def _log_start(translator, total, done, output_file):
+  """The first line: what is decoded, with which model, how, in which precision."""
+  loaded, settings = translator.loaded, translator.settings
+  how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
+         f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
+         else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
+  what = "stdin's lines" if total is None else f"{total - done} lines"
+  if done:
+    what += f" (after the {done} already in {output_file})"
+  logger.info("decoding %s with %s; %s, max output = input + %d; %s", what, loaded.which(),
+              how, settings.extra_length, loaded.computing())
+
+
+def _decode_windows(translator, windows, output, args, done, total, interactive, texts):
+  """Decodes and writes each window in turn (a window is read only once the one before it is
+  written); the best outputs are appended to `texts` unless it is None. A window that is not
+  text is refused saying how many lines were written before it."""
+  number = done
+  with tqdm.tqdm(total=None if total is None else total - done, unit="sent", file=sys.stderr,
+                 disable=args.no_progress or interactive) as bar:
+    try:
+      for window in windows:
+        start = time.perf_counter()
+        results = translator.decode_lines(window, args.batch_size, progress=bar.update,
+                                          first_number=number + 1)
+        output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
+                                  first=number))
+        if interactive and args.verbose:
+          logger.info("line %d: %.0f ms", number + 1, (time.perf_counter() - start) * 1e3)
+        if texts is not None:
+          texts.extend(outputs[0] for outputs in results["outputs"])
+        number += len(window)
+    except DecodingError as e:
+      raise DecodingError(f"{e} (the {number - done} lines before it were written; "
+                          "--continue_output goes on after them)") from None
 
 
 def count_lines(path):
