@@ -166,10 +166,13 @@ class StreamedOutput:
     if self.keep is None:
       return tf.io.gfile.GFile(self.path, "w")
     if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
-      with tf.io.gfile.GFile(self.path, "rb") as f:
-        complete = f.read(self.keep)
-      with tf.io.gfile.GFile(self.path, "wb") as f:  # without the partial last line
-        f.write(complete)
+      if "://" not in self.path:  # A local file: cut in place, whatever its size.
+        os.truncate(self.path, self.keep)
+      else:  # gs:// and the like have no truncate: rewritten without the partial line.
+        with tf.io.gfile.GFile(self.path, "rb") as f:
+          complete = f.read(self.keep)
+        with tf.io.gfile.GFile(self.path, "wb") as f:
+          f.write(complete)
     return tf.io.gfile.GFile(self.path, "a")
 
   def close(self):
@@ -184,10 +187,29 @@ def lines_done(path):
   (0, 0) without one."""
   if path == "-" or not tf.io.gfile.exists(path):
     return 0, 0
+  count, complete, _ = _newlines(path)
+  return count, complete
+
+
+def count_lines(path):
+  """The number of lines of a file (None for stdin)."""
+  if path == "-" or not tf.io.gfile.exists(path):
+    return None
+  count, complete, size = _newlines(path)
+  return count + (size > complete)  # a last line without its newline counts too
+
+
+def _newlines(path):
+  """(newlines in a file, the offset just after its last one, its size), read in chunks: the
+  file is never held whole (an output of millions of lines, say)."""
+  count = complete = size = 0
   with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  complete = data.rfind(b"\n") + 1
-  return data.count(b"\n"), complete
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      last = chunk.rfind(b"\n")
+      if last >= 0:
+        complete = size + last + 1
+      count, size = count + chunk.count(b"\n"), size + len(chunk)
+  return count, complete, size
 
 
 def check_output_file(path):
@@ -358,17 +380,6 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
     except DecodingError as e:
       raise DecodingError(f"{e} (the {number - done} lines before it were written; "
                           "--continue_output goes on after them)") from None
-
-
-def count_lines(path):
-  """The number of lines of a file, counted without holding it (None for stdin)."""
-  if path == "-" or not tf.io.gfile.exists(path):
-    return None
-  count, last = 0, b"\n"
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-      count, last = count + chunk.count(b"\n"), chunk[-1:]
-  return count + (last != b"\n")
 
 
 if __name__ == "__main__":

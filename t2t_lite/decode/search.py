@@ -50,11 +50,11 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist)
   if concurrent is None:
     concurrent = 1 if model.compute_dtype == "float32" else 2
+  if max_lengths is None:  # Each sentence's own source length (EOS included) + extra_length.
+    max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
+    max_lengths += extra_length  # [B]
   if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
     return _search(model, inputs, max_lengths, **settings)
-  if max_lengths is None:
-    max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
-    max_lengths += extra_length  # [B], as _search's default
   sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
   parts = tf.split(inputs, sizes, num=concurrent)
   limits = tf.split(tf.convert_to_tensor(max_lengths, tf.int32), sizes, num=concurrent)
@@ -74,12 +74,10 @@ def _part_sizes(batch, parts):
 
 def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, static_shapes,
             constraint, shortlist):
-  """`beams` as one search over all of `inputs`."""
+  """`beams` as one search over all of `inputs` (max_lengths int [B] given)."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
   max_decode_length = output_length(model, inputs, extra_length)  # L
-  if max_lengths is None:
-    max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length  # [B]
   if static_shapes:  # [B*K, H, L, K] buffers, read through each hypothesis' rows.
     step = lambda ids, index, cache, rows, **kw: model.decode_step(ids, index, cache,
                                                                    cache_rows=rows, **kw)

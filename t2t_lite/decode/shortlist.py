@@ -46,7 +46,7 @@ class Shortlist(tf.Module):
 
   def __init__(self, candidates, known, frequent, pairs):
     super().__init__(name="shortlist")
-    self.vocab_size, self.per_source = candidates.shape
+    self.vocab_size = candidates.shape[0]
     self.pairs = int(pairs)  # training pairs counted
     self.candidates = tf.Variable(candidates.astype(np.int32), trainable=False)  # [V, C]
     self.known = tf.Variable(known.astype(bool), trainable=False)  # [V]
