@@ -1,4 +1,5 @@
 """Shared fixtures. Real data is read from ../shared/data (never copied into the project)."""
+import gc
 import os
 import pathlib
 import subprocess
@@ -13,6 +14,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
   # TensorFlow's default pool of one thread per core would spin-wait against the other
   # workers' on the same cores. Set here so that the tools' processes inherit it.
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+  """pytest's last act is a few full garbage collections (to report unraisable exceptions),
+  which in a worker that ran TensorFlow tests spend seconds finalizing its objects one by one;
+  the process ends right after and frees them at once, so they are frozen first."""
+  gc.freeze()
+
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -168,18 +178,21 @@ with tf.Graph().as_default(), tf.compat.v1.Session() as s:
   g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])
   sig = g.signature_def[sys.argv[2]]
   out = s.run({k: v.name for k, v in sig.outputs.items()},
-              {sig.inputs['inputs'].name: numpy.array(sys.argv[3:], object)})
+              {sig.inputs[k].name: numpy.array(v, object)
+               for k, v in json.loads(sys.argv[3]).items()})
 text = lambda v: v.decode() if isinstance(v, bytes) else v
 print(json.dumps({k: numpy.vectorize(text, otypes=[object])(v).tolist() for k, v in out.items()}))
 """
 
 
-def tf1_serve(export_path, signature, sentences):
-  """The export's answer to `sentences` through TF Serving's loader (the TF1 session path, by
-  tensor name) in a fresh process: {output name: nested lists, strings decoded}."""
+def tf1_serve(export_path, signature, sentences, **inputs):
+  """The export's answer to `sentences` (and other string inputs of the signature, e.g.
+  prefixes=[...]) through TF Serving's loader (the TF1 session path, by tensor name) in a
+  fresh process: {output name: nested lists, strings decoded}."""
   import json
   import sys
-  run = subprocess.run([sys.executable, "-c", _TF1_CLIENT, export_path, signature, *sentences],
+  request = json.dumps(dict(inputs, inputs=list(sentences)))
+  run = subprocess.run([sys.executable, "-c", _TF1_CLIENT, export_path, signature, request],
                        capture_output=True, text=True, check=False)
   assert run.returncode == 0, run.stderr[-3000:]
   return json.loads(run.stdout.splitlines()[-1])

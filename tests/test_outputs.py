@@ -4,7 +4,7 @@ export share.
 
 The models are transformer_tiny with random weights on algorithmic_reverse's word vocabulary
 (no data needed), except where a model must have learned: scores of outputs that end in EOS
-and alignments, from a model trained to reverse (800 steps, about a minute).
+alignments and target prefixes, from a model trained to reverse (800 steps, about a minute).
 """
 import json
 
@@ -186,6 +186,69 @@ def test_a_score_is_the_sum_of_log_softmax_and_the_beam_score_of_beam_outputs(re
   assert scored["score"] == pytest.approx(beam_scores, abs=1e-4)
   assert scored["score"] == pytest.approx(
       [l / float(length_penalty(t, 0.6)) for l, t in zip(scored["logprob"], scored["tokens"])])
+
+
+# ------------------------------------------------------------------------------ target prefixes
+REVERSIBLE = ["3 9 4 7", "1 2 3 4 5 6", "7 7 0 8", "5 6 1", "2 0 2 0 8 1 6"]
+
+
+def test_a_target_prefix_starts_every_output_and_is_scored_as_part_of_it(reversing_model):
+  translator = _translator(reversing_model, beam_size=4, alpha=0.6, n_best=4)
+  best = [outputs[0] for outputs in translator.translate(REVERSIBLE)[0]]
+  # The 1-best's own first k words as the prefix: the 1-best again.
+  for k in (1, 2):
+    prefixes = [" ".join(output.split()[:k]) for output in best]
+    lists, _ = translator.translate(REVERSIBLE, prefixes=prefixes)
+    assert [outputs[0] for outputs in lists] == best, k
+  # A prefix the model would not choose: every output starts with it, and each score is the
+  # forced-decoding score of the whole output, prefix included.
+  prefixes = ["9 9", "0", "", "4 4 4", "8"]
+  lists, scores = translator.translate(REVERSIBLE, prefixes=prefixes)
+  for prefix, outputs, line_scores in zip(prefixes, lists, scores):
+    assert all(o.split()[:len(prefix.split())] == prefix.split() for o in outputs), prefix
+    assert len(set(outputs)) == 4 and line_scores == sorted(line_scores, reverse=True)
+  firsts = [outputs[0] for outputs in lists]
+  assert firsts[2] == best[2]  # no prefix
+  assert translator.score(REVERSIBLE, firsts)["score"] == pytest.approx(
+      [line_scores[0] for line_scores in scores], abs=1e-4)
+
+
+def test_decode_and_the_export_answer_target_prefixes_alike(reversing_model, tmp_path):
+  import subprocess
+  import sys
+  prefixes = ["9 9", "7", "", "6"]
+  lines = [f"{source}\t{prefix}" if prefix else source
+           for source, prefix in zip(REVERSIBLE, prefixes)] + [""]
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
+  settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=6", "--precision=none"]
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir",
+                        reversing_model, *settings, "--target_prefix", "--input_file",
+                        str(tmp_path / "in.txt"), "--no_progress"],
+                       capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  printed = run.stdout.splitlines()
+  expected, _ = _translator(reversing_model).translate(REVERSIBLE[:4] + [""],
+                                                       prefixes=prefixes + [""])
+  assert printed == expected and printed[4] == ""
+  assert [p.split()[:len(x.split())] for p, x in zip(printed, prefixes)] == [
+      x.split() for x in prefixes]
+  path = export.export_model_dir(reversing_model, str(tmp_path / "export"), beam_size=4,
+                                 alpha=0.6, extra_length=6, precision="none", with_prefix=True)
+  served = tf1_serve(path, "translate_with_prefix", REVERSIBLE[:4] + [""],
+                     prefixes=prefixes + [""])  # TF Serving's loader
+  assert served["outputs"] == printed
+
+
+def test_target_prefixes_with_sampling_are_refused_before_anything_is_written(
+    model_dirs, tmp_path, capsys):
+  (tmp_path / "in.txt").write_text("3 9 4\t4\n")
+  out = tmp_path / "out.txt"
+  code = decode_cli.main(["--model_dir", model_dirs[0], "--sample", "--target_prefix",
+                          "--input_file", str(tmp_path / "in.txt"), "--output_file", str(out)])
+  assert code == 2 and not out.exists()
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      "t2t-lite-decode: error: target prefixes with sampling: a prefix is forced in the beam "
+      "search over the whole vocabulary")
 
 
 def test_score_tool_writes_a_line_a_pair_and_the_perplexity(model_dirs, tmp_path, capsys):

@@ -9,7 +9,8 @@ One output line per input line, in input order: the problem's form of an output 
 tree). The input is read in windows of --window lines, each sorted into batches of similar
 length (longest first), decoded, written and flushed before the next is read; --continue_output
 finishes an interrupted decode; a terminal on stdin (or --interactive) gets each line's output
-as soon as the line is typed. An empty input line gives an
+as soon as the line is typed; with --target_prefix a line is 'source<TAB>prefix', and its
+outputs start with the prefix's words (a translator's autocompletion). An empty input line gives an
 empty output line; a line longer than the model's max_length tokens is cut to it, with a
 warning naming the line. Beam size, alpha and the extra output length default to
 hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
@@ -18,7 +19,7 @@ several --model_dir decode as one ensemble; --with_alignments adds word alignmen
 the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py); --xla
 compiles its search. The model is the run's best when it kept one (model_dir/best/), else its
 newest checkpoint (--checkpoint_path chooses): the first line on stderr names it and says why.
-A file that is not UTF-8 text (see MAX_NOT_TEXT) is refused.
+A file that is not UTF-8 text (see text_lines.MAX_NOT_TEXT) is refused.
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
@@ -30,15 +31,12 @@ import argparse
 import itertools
 import json
 import logging
-import os
-import re
 import sys
 import time
 
-import tensorflow as tf
 import tqdm
 
-from t2t_lite.bin import cli, flags
+from t2t_lite.bin import cli, flags, text_lines
 from t2t_lite.data import scoring
 from t2t_lite.decode import search, translation
 from t2t_lite.decode.translation import DecodingError
@@ -46,184 +44,6 @@ from t2t_lite.errors import T2TLiteError
 
 PROG = "t2t-lite-decode"
 logger = logging.getLogger(PROG)
-# A file is text when at most this share of its characters are invalid UTF-8 (each maximal
-# invalid sequence counts one) or control characters other than tab, CR and LF: a few bad bytes
-# in real text (a Latin-1 accent) are replaced with a warning; random bytes (over half),
-# UTF-16 (every other byte NUL) or another 8-bit encoding of a non-Latin script are refused.
-MAX_NOT_TEXT = 0.2
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def read_lines(path):
-  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines: all of
-  them (see read_windows)."""
-  return [line for window in read_windows(path, window=None) for line in window]
-
-
-def read_windows(path, window, skip=0):
-  """The lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines, in
-  lists of at most `window` lines (None: one list of all), each as soon as it is read: memory
-  holds one window. The first `skip` lines are passed over.
-
-  Lines end at "\n" only (a trailing "\r" is dropped): str.splitlines would also split at
-  U+2028, U+0085 and other separators inside a sentence and shift every later output line.
-  Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning after the
-  last window that counts the lines concerned; a window that is not text (see MAX_NOT_TEXT) is
-  refused before it is yielded.
-  """
-  name = "stdin" if path == "-" else path
-  invalid = []  # numbers of the lines with invalid UTF-8
-  raw, number = [], 0
-  for line in _raw_lines(path):
-    number += 1
-    if number > skip:
-      raw.append(line)
-    if window is not None and len(raw) == window:
-      yield _decoded(raw, number - len(raw) + 1, name, invalid)
-      raw = []
-  if raw or window is None:
-    yield _decoded(raw, number - len(raw) + 1, name, invalid)
-  if invalid:
-    logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
-                   "replaced by U+FFFD", name, len(invalid), invalid[0])
-
-
-def _raw_lines(path):
-  """The byte lines (with their newline) of a file or of stdin, as they come."""
-  if path == "-":
-    stream = sys.stdin
-    if stream is None:  # Started with stdin closed.
-      return
-    if hasattr(stream, "buffer"):
-      yield from iter(stream.buffer.readline, b"")  # a line as soon as it is typed
-    else:  # A text stream without bytes underneath (e.g. io.StringIO).
-      for line in iter(stream.readline, ""):
-        yield line.encode("utf-8", errors="surrogateescape")
-    return
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f"{path} does not exist")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    yield from iter(f.readline, b"")
-
-
-def _decoded(raw, first_number, name, invalid):
-  """Byte lines -> their text without newlines; numbers of lines with invalid UTF-8 appended to
-  `invalid`; refused when not text."""
-  data = b"".join(raw)
-  text = data.decode("utf-8", errors="replace")
-  replaced = text.count("\ufffd") - data.count("\ufffd".encode())  # U+FFFD written as such
-  not_text = replaced + len(_CONTROL.findall(text))
-  if not_text > MAX_NOT_TEXT * len(text):
-    where = f" (lines {first_number} to {first_number + len(raw) - 1})" if first_number > 1 else ""
-    raise DecodingError(f"{name} is not UTF-8 text{where}: {not_text} of its {len(text)} "
-                        f"characters are invalid UTF-8 or control characters (more than "
-                        f"{MAX_NOT_TEXT:.0%}); convert it to UTF-8 (e.g. with iconv)")
-  lines = []
-  for number, line in enumerate(raw, first_number):
-    line = line[:-1] if line.endswith(b"\n") else line
-    if line.endswith(b"\r"):
-      line = line[:-1]
-    try:
-      lines.append(line.decode("utf-8"))
-    except UnicodeDecodeError:
-      lines.append(line.decode("utf-8", errors="replace"))
-      invalid.append(number)
-  return lines
-
-
-def write_lines(path, lines):
-  text = "".join(line + "\n" for line in lines)
-  if path == "-":
-    sys.stdout.write(text)
-    sys.stdout.flush()
-  else:
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(text)
-
-
-class StreamedOutput:
-  """Decode's output written a window at a time, each flushed before the next is read: an
-  interrupted decode leaves every finished window's lines. The file is opened at the first
-  write, so that a refused input or model changes nothing; when continuing (`keep`: the bytes
-  of the earlier output's complete lines) its partial last line is dropped there and the new
-  lines appended."""
-
-  def __init__(self, path, keep=None):
-    self.path, self.keep, self.file = path, keep, None
-
-  def write(self, lines):
-    text = "".join(line + "\n" for line in lines)
-    if self.path == "-":
-      sys.stdout.write(text)
-      sys.stdout.flush()
-      return
-    if self.file is None:
-      self.file = self._open()
-    self.file.write(text)
-    self.file.flush()
-
-  def _open(self):
-    if self.keep is None:
-      return tf.io.gfile.GFile(self.path, "w")
-    if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
-      if "://" not in self.path:  # A local file: cut in place, whatever its size.
-        os.truncate(self.path, self.keep)
-      else:  # gs:// and the like have no truncate: rewritten without the partial line.
-        with tf.io.gfile.GFile(self.path, "rb") as f:
-          complete = f.read(self.keep)
-        with tf.io.gfile.GFile(self.path, "wb") as f:
-          f.write(complete)
-    return tf.io.gfile.GFile(self.path, "a")
-
-  def close(self):
-    if self.file is not None:
-      self.file.close()
-    elif self.path != "-" and self.keep is None:
-      write_lines(self.path, [])  # No input lines: an empty output file, as before.
-
-
-def lines_done(path):
-  """--continue_output: (the number of complete lines of an earlier output file, their bytes);
-  (0, 0) without one."""
-  if path == "-" or not tf.io.gfile.exists(path):
-    return 0, 0
-  count, complete, _ = _newlines(path)
-  return count, complete
-
-
-def count_lines(path):
-  """The number of lines of a file (None for stdin)."""
-  if path == "-" or not tf.io.gfile.exists(path):
-    return None
-  count, complete, size = _newlines(path)
-  return count + (size > complete)  # a last line without its newline counts too
-
-
-def _newlines(path):
-  """(newlines in a file, the offset just after its last one, its size), read in chunks: the
-  file is never held whole (an output of millions of lines, say)."""
-  count = complete = size = 0
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-      last = chunk.rfind(b"\n")
-      if last >= 0:
-        complete = size + last + 1
-      count, size = count + chunk.count(b"\n"), size + len(chunk)
-  return count, complete, size
-
-
-def check_output_file(path):
-  """Refuses, before any decoding, an output path whose directory does not exist or that is a
-  directory itself (writing it would fail only after all the work)."""
-  if path == "-":
-    return
-  directory = os.path.dirname(path) or "."
-  if not tf.io.gfile.isdir(directory):
-    raise DecodingError(f"--output_file {path}: directory {directory} does not exist")
-  if tf.io.gfile.isdir(path):
-    raise DecodingError(f"--output_file {path} is a directory")
-
-
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)
@@ -239,6 +59,10 @@ def parse_args(argv):
                       help="append ' ||| ' and each output's word alignment to its source, "
                            "Pharaoh pairs 's-t' of 0-based word indices (from the last decoder "
                            "layer's attention)")
+  parser.add_argument("--target_prefix", action="store_true",
+                      help="each input line is 'source<TAB>prefix': its outputs start with the "
+                           "prefix's words, scored as part of them (a line without a TAB has "
+                           "no prefix)")
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
   parser.add_argument("--window", type=int, default=2048,
                       help="input lines read, decoded (sorted by length into batches) and "
@@ -296,15 +120,17 @@ def main(argv=None):
   interactive = args.interactive or (args.input_file == "-" and sys.stdin is not None
                                      and sys.stdin.isatty())
   try:
-    check_output_file(args.output_file)
-    done, keep = lines_done(args.output_file) if args.continue_output else (0, None)
-    total = count_lines(args.input_file)
+    text_lines.check_output_file(args.output_file)
+    done, keep = text_lines.lines_done(args.output_file) if args.continue_output else (0, None)
+    total = text_lines.count_lines(args.input_file)
     windows, lines, references = _input(args, interactive, done)
     first = next(windows, [])  # Read and checked before the model is loaded.
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
         **flags.field_values(args, translation.DecodeSettings))
+    if args.target_prefix:
+      translator.check_prefix()
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
@@ -313,7 +139,7 @@ def main(argv=None):
   if args.evalb_report and not hasattr(loaded.problem, "evalb_report"):
     return cli.fail(PROG, f"--evalb_report is for parsing problems, not {loaded.problem.name}")
   _log_start(translator, total, done, args.output_file)
-  output = StreamedOutput(args.output_file, keep)
+  output = text_lines.StreamedOutput(args.output_file, keep)
   texts = []  # the best outputs, with --reference_file
   try:
     _decode_windows(translator, itertools.chain([first], windows), output, args, done,
@@ -325,10 +151,12 @@ def main(argv=None):
   finally:
     output.close()
   if references is not None:
+    if args.target_prefix:
+      lines = text_lines.split_prefixes(lines)[0]
     scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:
-      write_lines(args.evalb_report,
+      text_lines.write_lines(args.evalb_report,
                   [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
   return 0
 
@@ -336,8 +164,8 @@ def main(argv=None):
 def _input(args, interactive, done):
   """(the input's windows, and with --reference_file all its lines and the references)."""
   if not args.reference_file:
-    return read_windows(args.input_file, 1 if interactive else args.window, skip=done), None, None
-  lines, references = read_lines(args.input_file), read_lines(args.reference_file)
+    return text_lines.read_windows(args.input_file, 1 if interactive else args.window, skip=done), None, None
+  lines, references = text_lines.read_lines(args.input_file), text_lines.read_lines(args.reference_file)
   if len(references) != len(lines):  # Scores need every output: the input is read whole.
     raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
                               f"{args.input_file} has {len(lines)}")
@@ -368,8 +196,9 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
     try:
       for window in windows:
         start = time.perf_counter()
-        results = translator.decode_lines(window, args.batch_size, progress=bar.update,
-                                          first_number=number + 1)
+        sources, prefixes = text_lines.split_prefixes(window) if args.target_prefix else (window, None)
+        results = translator.decode_lines(sources, args.batch_size, progress=bar.update,
+                                          first_number=number + 1, prefixes=prefixes)
         output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
                                   first=number))
         if interactive and args.verbose:

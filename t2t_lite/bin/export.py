@@ -33,6 +33,9 @@ def parse_args(argv):
                            "(default: hparams max_length)")
   parser.add_argument("--with_alignments", action="store_true",
                       help="serving_default also answers each output's word alignment")
+  parser.add_argument("--target_prefix", action="store_true",
+                      help="also export the translate_with_prefix signature: inputs and "
+                           "target prefixes in, outputs that start with their prefixes out")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -44,7 +47,7 @@ def main(argv=None):
     path = export.export_model_dir(
         flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
         max_input_length=args.max_input_length, precision=args.precision,
-        with_alignments=args.with_alignments,
+        with_alignments=args.with_alignments, with_prefix=args.target_prefix,
         **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-export", e, e.exit_status)

@@ -23,7 +23,7 @@ import math
 import sys
 
 from t2t_lite.bin import cli, flags
-from t2t_lite.bin.decode import check_output_file, read_lines, write_lines
+from t2t_lite.bin.text_lines import check_output_file, read_lines, write_lines
 from t2t_lite.decode import translation
 from t2t_lite.errors import T2TLiteError
 

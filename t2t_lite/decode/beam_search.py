@@ -16,6 +16,8 @@ past an EOS whenever the length penalty lets a longer output win).
 Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT), where
 |Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
 or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
+A forced prefix (a translator's first words) is the only expansion of its steps, scored with
+the model's own log-probabilities: the prefix is part of the output and of its score.
 
 The cache follows its hypotheses: by default every changed leaf is gathered by parent beam after
 each step (flax, tensor2tensor); with reorder_cache=False nothing is copied and the step function
@@ -106,13 +108,20 @@ def _keep_static_shape(new, old):
                                zip(new.shape.as_list(), old.shape.as_list())])
 
 
+def _forced(logits, forced):
+  """logits float32 [N, V], forced int32 [N] (0 = no forced token) -> logits with every token
+  but the forced one at NEG_INF in the rows that have one."""
+  other = tf.not_equal(tf.range(tf.shape(logits)[-1])[None, :], forced[:, None])  # [N, V]
+  return tf.where(tf.logical_and(other, (forced > 0)[:, None]), NEG_INF, logits)
+
+
 def _valid(scores):
   return scores > NEG_INF / 2
 
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
                 max_decode_length, max_lengths=None, reorder_cache=True, logits_mask_fn=None,
-                mask_state=()):
+                mask_state=(), forced_ids=None):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -143,6 +152,11 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       follows its hypothesis (gathered by parent beam after every step, whatever
       reorder_cache), so it can hold e.g. a stack of open brackets.
     mask_state: the constraint's initial state: nested tensors with leading dimension B.
+    forced_ids: optional int32 [B, P], 0-padded: the tokens each sentence's outputs start with
+      (a target prefix; never EOS). At step t < its length a sentence's only expansion is its
+      token t, with the log-probability the model gives it (not renormalised over one token),
+      so scores stay log P(Y) / lp(|Y|) of the whole output. P < L, and each sentence's
+      max_lengths must leave room for its prefix and EOS.
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
@@ -177,6 +191,10 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
       rows=tf.tile(own_rows, [1, length]),
       mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state))
+  if forced_ids is not None:  # [B*K, L]: every step's forced token, 0 = none.
+    forced_ids = tf.cast(forced_ids, tf.int32)
+    forced_ids = tile_beams(tf.pad(forced_ids, [[0, 0], [0, length - tf.shape(forced_ids)[1]]]),
+                            k)
 
   def cond(state):
     return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
@@ -197,6 +215,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     # log P(prefix + token) = live log-prob + logit - logsumexp(logits), added as one offset
     # per row: no [B*K, V] log-probabilities are written.
     offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
+    if forced_ids is not None:  # After the offsets: a forced token keeps its log-probability.
+      logits = _forced(logits, tf.gather(forced_ids, i, axis=1))
     candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
 
     # The 2K best expansions of the K live prefixes.

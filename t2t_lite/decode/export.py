@@ -15,6 +15,9 @@ t2t-lite-decode runs (t2t_lite/decode/translation.py), so that they answer what 
                    -> outputs: string [B, N], scores: float32 [B, N], truncated: bool [B]:
                       the N best, best first. A signature of its own, so that serving_default's
                       answer keeps its shape for every client; both share one beam search.
+  translate_with_prefix  (exported --target_prefix) inputs: string [B], prefixes: string [B]
+                   target prefixes (a translator's first words; "" for none) -> as
+                   serving_default, each output starting with its prefix, scored as part of it
   translate_ids    inputs: int32 [B, S] source ids, 0-padded (an EOS, if any, ends a row)
                    -> outputs: int32 [B, L] the best output's ids, 0-padded, without EOS,
                       scores: float32 [B], truncated: bool [B]
@@ -57,14 +60,17 @@ class TranslationModule(tf.Module):
   Not XLA-compiled by default: TF Serving runs XLA:CPU only with its experimental
   --xla_cpu_compilation_enabled flag, string ops cannot be compiled, and a compiled beam search
   is compiled again for every new (batch, length) shape a client sends (docs/serving.md).
-  `jit_compile=True` compiles the search alone, for that comparison.
+  `jit_compile=True` compiles the search alone, for that comparison. `with_prefix`: also the
+  translate_with_prefix signature (a second search in the graph, so only when asked for).
   """
 
-  def __init__(self, translator, *, jit_compile=False, name="translation"):
+  def __init__(self, translator, *, jit_compile=False, with_prefix=False, name="translation"):
     super().__init__(name=name)
     if jit_compile != translator.jit_compile:
       translator = translator.with_options(jit_compile=jit_compile)
-    self.translator = translator
+    if with_prefix:
+      translator.check_prefix()
+    self.translator, self.with_prefix = translator, with_prefix
     self.model, self.tokenizer = translator.model, translator.tokenizer
     self.jit_compile = bool(jit_compile)
 
@@ -74,33 +80,46 @@ class TranslationModule(tf.Module):
     translator = self.translator
     return dict(translator.settings.as_kwargs(), max_input_length=translator.max_input_length,
                 vocab_size=int(self.model.vocab_size), jit_compile=self.jit_compile,
-                with_alignments=translator.with_alignments,
+                with_alignments=translator.with_alignments, with_prefix=self.with_prefix,
                 precision=mixed_precision.of_model(self.model))
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_text(self, inputs):
     """string [B] -> {"outputs": string [B], "scores": float32 [B], "truncated": bool [B]}."""
-    result = self.translator.decode_text(inputs)
-    return {key: value if key == "truncated" else value[:, 0] for key, value in result.items()}
+    return _best(self.translator.decode_text(inputs))
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
   def translate_n_best(self, inputs):
     """string [B] -> {"outputs": string [B, N], "scores": float32 [B, N], "truncated"}."""
     return self.translator.decode_text(inputs)
 
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([None], tf.string, name="inputs"),
+      tf.TensorSpec([None], tf.string, name="prefixes")])
+  def translate_with_prefix(self, inputs, prefixes):
+    """string [B], string [B] -> as translate_text, outputs starting with their prefixes."""
+    return _best(self.translator.decode_with_prefix(inputs, prefixes))
+
   @tf.function(autograph=False,
                input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
     """int32 [B, S] 0-padded -> {"outputs": int32 [B, L] 0-padded, "scores", "truncated"}."""
-    result = self.translator.decode_ids(inputs)
-    return {key: value if key == "truncated" else value[:, 0] for key, value in result.items()}
+    return _best(self.translator.decode_ids(inputs))
 
   def signatures(self):
     """{name: function} of the SavedModel."""
     functions = {"serving_default": self.translate_text, "translate_ids": self.translate_ids}
     if self.translator.settings.n_best > 1:
       functions["translate_n_best"] = self.translate_n_best
+    if self.with_prefix:
+      functions["translate_with_prefix"] = self.translate_with_prefix
     return functions
+
+
+def _best(result):
+  """A decode function's result [B, N, ...] -> the best output's [B, ...] ("truncated" [B] as
+  it is)."""
+  return {key: value if key == "truncated" else value[:, 0] for key, value in result.items()}
 
 
 def next_version(export_dir):
@@ -175,7 +194,8 @@ def _remove(directory):
 
 
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_length=None,
-                     jit_compile=False, precision="auto", with_alignments=False, **settings):
+                     jit_compile=False, precision="auto", with_alignments=False,
+                     with_prefix=False, **settings):
   """Exports the model trained in model_dir (or an ensemble: a list of model_dirs), from the
   checkpoint `checkpoint_path` names as in t2t-lite-decode (default: the run's best model when
   it kept one, else its newest checkpoint; loading.py), into an export_dir that is new, empty
@@ -185,6 +205,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   t2t-lite-decode: hparams.json's, else the problem's; max_input_length: hparams.max_length.
   precision: the graph's compute precision (mixed_precision.py; the weights stay float32);
   "auto" chooses the fastest on THIS machine: to serve on another CPU kind, give it.
+  with_prefix: also the translate_with_prefix signature (target prefixes).
   The settings file records all of them, and the checkpoint and why it was chosen. Returns
   `<export_dir>/<version>`.
   """
@@ -196,7 +217,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
       jit_compile=jit_compile, with_alignments=with_alignments, **settings)
   loaded = translator.loaded
   logger.info("exporting %s; %s", loaded.which(), loaded.computing())
-  module = TranslationModule(translator, jit_compile=jit_compile)
+  module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix)
   return save(module, export_dir, extra_info={
       "model_dir": model_dir, "checkpoint": loaded.checkpoint,
       "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.computing(),

@@ -13,7 +13,7 @@ from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-          static_shapes=False, constraint=None, concurrent=None, shortlist=None):
+          static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -41,6 +41,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
     shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
       (`batch_vocabulary`) instead of the whole one; not with static_shapes or a constraint
       (its size changes with every batch; a constraint masks whole-vocabulary logits).
+    prefix: optional int32 [B, P], 0-padded: target tokens every output of a sentence starts
+      with (beam_search's forced_ids); L >= P + extra_length. Not with a shortlist/constraint.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
@@ -48,21 +50,25 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist)
+  if prefix is not None:  # Translator.check_prefix refuses the others in one line first.
+    assert shortlist is None and constraint is None, "a prefix, a shortlist or a constraint"
+    prefix = tf.convert_to_tensor(prefix, tf.int32)
   if concurrent is None:
     concurrent = 1 if model.compute_dtype == "float32" else 2
   if max_lengths is None:  # Each sentence's own source length (EOS included) + extra_length.
     max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
     max_lengths += extra_length  # [B]
   if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
-    return _search(model, inputs, max_lengths, **settings)
+    return _search(model, inputs, max_lengths, prefix, **settings)
   sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
   parts = tf.split(inputs, sizes, num=concurrent)
   limits = tf.split(tf.convert_to_tensor(max_lengths, tf.int32), sizes, num=concurrent)
+  prefixes = [None] * concurrent if prefix is None else tf.split(prefix, sizes, num=concurrent)
   # One search traced once and called for each part: a search's graph is large, and tracing
   # it once per part doubled the start-up time of every bf16 decode.
-  search = tf.function(lambda part, limit: _search(model, part, limit, **settings),
-                       autograph=False, reduce_retracing=True)
-  ids, scores = zip(*[search(part, limit) for part, limit in zip(parts, limits)])
+  search = tf.function(lambda *part: _search(model, *part, **settings), autograph=False,
+                       reduce_retracing=True)
+  ids, scores = zip(*[search(*part) for part in zip(parts, limits, prefixes)])
   return tf.concat(ids, axis=0), tf.concat(scores, axis=0)  # [B, K, L], [B, K]
 
 
@@ -72,12 +78,12 @@ def _part_sizes(batch, parts):
   return (batch + parts - 1 - tf.range(parts)) // parts
 
 
-def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, static_shapes,
-            constraint, shortlist):
+def _search(model, inputs, max_lengths, prefix, *, beam_size, alpha, extra_length,
+            static_shapes, constraint, shortlist):
   """`beams` as one search over all of `inputs` (max_lengths int [B] given)."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
-  max_decode_length = output_length(model, inputs, extra_length)  # L
+  max_decode_length = output_length(model, inputs, extra_length, prefix)  # L
   if static_shapes:  # [B*K, H, L, K] buffers, read through each hypothesis' rows.
     step = lambda ids, index, cache, rows, **kw: model.decode_step(ids, index, cache,
                                                                    cache_rows=rows, **kw)
@@ -101,15 +107,19 @@ def _search(model, inputs, max_lengths, *, beam_size, alpha, extra_length, stati
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=EOS_ID,
       max_decode_length=max_decode_length, max_lengths=max_lengths,
       reorder_cache=not static_shapes, logits_mask_fn=constraint and constraint.mask_logits,
-      mask_state=mask_state)
+      mask_state=mask_state, forced_ids=prefix)
   return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
 
 
-def output_length(model, inputs, extra_length):
-  """L, the longest output of inputs [B, S]: S + extra_length, and no longer than the model's
-  max_length with learned positions (it has none past it). A Python int when S is static,
-  else an int32 scalar."""
-  length = (inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]) + extra_length
+def output_length(model, inputs, extra_length, prefix=None):
+  """L, the longest output of inputs [B, S] (and target prefixes [B, P]): max(S, P) +
+  extra_length, and no longer than the model's max_length with learned positions (it has none
+  past it). A Python int when S (and P) are static, else an int32 scalar."""
+  width = lambda x: x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+  length = width(inputs) + extra_length
+  if prefix is not None:
+    both = (length, width(prefix) + extra_length)
+    length = max(both) if all(isinstance(n, int) for n in both) else tf.maximum(*both)
   if model.hparams.position_encoding != "learned":
     return length
   return (min(length, model.hparams.max_length) if isinstance(length, int)

@@ -10,8 +10,10 @@ detokenization, the problem's own form of an output (a parser's trees) and, if a
 alignments. The SavedModel's signatures are this function (t2t_lite/decode/export.py), and
 `Translator.translate(lines)` calls it on batches of lines of similar length.
 
-`DecodeSettings` says how to search, resolved in one place with one rule: a value given by the
-caller (a flag), else hparams.json's, else the problem's (section 6.1).
+`DecodeSettings` (decode_settings.py) says how to search, resolved in one place with one rule:
+a value given by the caller (a flag), else hparams.json's, else the problem's (section 6.1).
+`decode_with_prefix(strings [B], prefixes [B])` is the same function with a target prefix a
+sentence: its outputs start with the prefix's words (a translator's autocompletion).
 
 Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L output length.
 """
@@ -24,83 +26,13 @@ import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 from t2t_lite.decode import alignment, forced_decoding, loading, sampling, search, shortlist
-from t2t_lite.errors import T2TLiteError
+# The settings' owner is decode_settings.py; its names are also translation's, where every
+# tool found them first.
+from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError  # noqa: F401
 
 logger = logging.getLogger(__name__)
 # Whitespace as Python's str.isspace() sees it (RE2's \s is ASCII only; \p{Z}: separators).
 _BLANK = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
-
-
-class DecodingError(T2TLiteError, ValueError):
-  """A bad decoding setting (one-line message)."""
-
-
-def _setting(help, default=dataclasses.MISSING):
-  return dataclasses.field(default=default, metadata={"help": help})
-
-
-_RESOLVED = "Default: hparams.json's, else the problem's"
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeSettings:
-  """How to search. Beam search (section 6.1): beam size, length penalty alpha, max output =
-  source length + extra_length, and the n_best best outputs a sentence. Or sampling
-  (`sample`): n_best samples a sentence drawn with `temperature`, from the `top_k` most likely
-  tokens (0: all) and the nucleus of probability `top_p` (1: all), from `seed`. Each field is
-  a flag of t2t-lite-decode and t2t-lite-export (score and attention take some) of the same
-  name, whose help is declared here, beside the field (bin/flags.py's add_fields); a field
-  without a default is `resolve`d."""
-  beam_size: int = _setting(f"hypotheses kept a sentence (section 6.1); 1 = greedy. {_RESOLVED}")
-  alpha: float = _setting("length penalty: outputs are ranked by log P(Y) / ((5 + |Y|) / "
-                          f"6)^alpha. {_RESOLVED}")
-  extra_length: int = _setting(f"max output length = input length + this. {_RESOLVED}")
-  n_best: int = _setting("outputs a sentence, best first (at most --beam_size; sampled: samples "
-                         "a sentence)", 1)
-  sample: bool = _setting("draw outputs from the model's distribution instead of searching (e.g. "
-                          "for back-translation); --n_best samples a sentence", False)
-  temperature: float = _setting("sampling: logits divided by it (towards 0: greedy)", 1.0)
-  top_k: int = _setting("sampling: from the k most likely tokens only (0: all)", 0)
-  top_p: float = _setting("sampling: from the fewest most likely tokens whose probability "
-                          "reaches p (nucleus sampling; 1: all)", 1.0)
-  seed: int = _setting("sampling: the same seed and input give the same samples (with --xla "
-                       "other samples than without)", 0)
-  shortlist: bool = _setting("search each batch's outputs among the target tokens its source "
-                             "tokens make likely (a table built from the run's training data "
-                             "and kept in model_dir; shortlist.py): faster, near the same "
-                             "outputs. Beam search without --xla", False)
-
-  def __post_init__(self):
-    checks = (("beam_size", self.beam_size >= 1, ">= 1"), ("alpha", self.alpha >= 0, ">= 0"),
-              ("extra_length", self.extra_length >= 1, ">= 1"),
-              ("n_best", self.n_best >= 1, ">= 1"), ("temperature", self.temperature > 0, "> 0"),
-              ("top_k", self.top_k >= 0, ">= 0"), ("top_p", 0 < self.top_p <= 1, "in (0, 1]"))
-    for name, ok, wanted in checks:
-      if not ok:
-        raise DecodingError(f"{name} must be {wanted}, got {getattr(self, name)}")
-    if self.shortlist and self.sample:
-      raise DecodingError("shortlist with sample: sampling draws from the whole vocabulary; "
-                          "drop one of them")
-    if not self.sample and self.n_best > self.beam_size:
-      raise DecodingError(f"n_best={self.n_best} is more than beam_size={self.beam_size}: a beam "
-                          f"search keeps beam_size outputs; raise --beam_size")
-
-  @classmethod
-  def resolve(cls, problem, hparams=None, **given):
-    """The fields without a default (beam_size, alpha, extra_length): the argument (a flag) if
-    not None, else hparams' if set, else the problem's class default. The one place where
-    these three sources meet. Other fields: the argument, else their default."""
-    values = {}
-    for name in [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]:
-      for source in (given.pop(name, None), getattr(hparams, name, None),
-                     getattr(problem, name)):
-        if source is not None:
-          values[name] = source
-          break
-    return cls(**values, **{k: v for k, v in given.items() if v is not None})
-
-  def as_kwargs(self):
-    return dataclasses.asdict(self)
 
 
 class Translator(tf.Module):
@@ -155,6 +87,9 @@ class Translator(tf.Module):
                     if jit_compile else self._search_ids)
     self.decode_text = tf.function(self._decode_text, autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="inputs")])
+    self.decode_with_prefix = tf.function(self._decode_text, autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="inputs"),
+        tf.TensorSpec([None], tf.string, name="prefixes")])
     self.decode_ids = tf.function(self._decode_ids, autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name="inputs")])
     self.score_text = tf.function(self._score_text, autograph=False, input_signature=[
@@ -204,18 +139,35 @@ class Translator(tf.Module):
     other.loaded = self.loaded
     return other
 
+  def check_prefix(self):
+    """Target prefixes are searched for: refused in one line with what cannot force them."""
+    s = self.settings
+    what = ("sampling" if s.sample else "the shortlist" if s.shortlist else
+            "this problem's output constraint" if self.constraint is not None else None)
+    if what:
+      raise DecodingError(f"target prefixes with {what}: a prefix is forced in the beam search "
+                          "over the whole vocabulary")
+
   beam_size = property(lambda self: self.settings.beam_size)
   alpha = property(lambda self: self.settings.alpha)
   extra_length = property(lambda self: self.settings.extra_length)
 
   # ------------------------------------------------------------------ in the graph
-  def _decode_text(self, inputs):
-    """string [B] -> {"outputs": string [B, N], "scores": float32 [B, N], "truncated": bool
-    [B] (and "alignments": string [B, N], Pharaoh "s-t" pairs of words)}."""
+  def _decode_text(self, inputs, prefixes=None):
+    """string [B] (and target prefixes string [B]) -> {"outputs": string [B, N], "scores":
+    float32 [B, N], "truncated": bool [B] (and "alignments": string [B, N], Pharaoh "s-t"
+    pairs of words)}. A blank input's output is blank, whatever its prefix."""
     inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
     text = _valid_utf8(inputs)
     blank = tf.strings.regex_full_match(text, _BLANK)  # [B], as Python's not line.strip()
-    result = self._decode_tokens(self.tokenizer.tokenize(text), blank)
+    prefix_tokens = None
+    if prefixes is not None:
+      self.check_prefix()
+      prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector_of_strings")
+      with tf.control_dependencies([tf.debugging.assert_equal(
+          tf.size(prefixes), tf.size(inputs), message="one prefix for each input")]):
+        prefix_tokens = self.tokenizer.tokenize(_valid_utf8(prefixes))
+    result = self._decode_tokens(self.tokenizer.tokenize(text), blank, prefix_tokens)
     ids = result.pop("ids")  # [B, N, L]
     batch, n = tf.shape(ids)[0], tf.shape(ids)[1]
     flat = self.tokenizer.detokenize(tf.reshape(ids, [batch * n, -1]))  # [B*N]
@@ -239,24 +191,34 @@ class Translator(tf.Module):
     result.pop("alignments", None)
     return result
 
-  def _source(self, tokens):
-    """ragged [B, (T)] tokens without EOS -> (inputs int32 [B, S] with EOS, truncated [B])."""
+  def _source(self, tokens, add_eos=True):
+    """ragged [B, (T)] tokens without EOS -> (inputs int32 [B, S] with EOS, truncated [B],
+    lengths [B] without EOS); add_eos=False: a target prefix, cut as a source."""
     truncated = tokens.row_lengths() > self.max_input_length - 1  # [B]
     tokens = tokens[:, :self.max_input_length - 1]
-    eos = tf.RaggedTensor.from_tensor(tf.fill([tokens.nrows(), 1], EOS_ID))
-    inputs = tf.concat([tokens, eos], axis=1).to_tensor(PAD_ID)  # [B, S]
+    if add_eos:
+      tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(
+          tf.fill([tokens.nrows(), 1], EOS_ID))], axis=1)
+    inputs = tokens.to_tensor(PAD_ID)  # [B, S]
     if self.jit_compile:  # Few lengths, few XLA compilations.
       inputs = tf.pad(inputs, [[0, 0], [0, (-tf.shape(inputs)[1]) % self.length_multiple]])
-    return inputs, truncated, tf.cast(tokens.row_lengths(), tf.int32)
+    return inputs, truncated, tf.cast(tokens.row_lengths(), tf.int32) - int(add_eos)
 
-  def _decode_tokens(self, tokens, blank):
+  def _decode_tokens(self, tokens, blank, prefix_tokens=None):
     """-> {"ids": int32 [B, N, L] without EOS, 0-padded, "scores" [B, N], "truncated" [B]};
-    no ids and score 0 for blank or empty inputs."""
+    no ids and score 0 for blank or empty inputs. prefix_tokens: ragged [B, (P)] tokens every
+    output starts with; the longest output is then max(source, prefix) + extra_length."""
     inputs, truncated, lengths = self._source(tokens)
     empty = blank | tf.equal(lengths, 0)  # [B]
+    prefix = ()
+    if prefix_tokens is not None:  # Cut as sources are (a prefix is never cut silently).
+      prefix, prefix_cut, prefix_lengths = self._source(prefix_tokens, add_eos=False)
+      prefix = (tf.where(empty[:, None], PAD_ID, prefix),)  # [B, P]
+      truncated |= prefix_cut
+      lengths = tf.maximum(lengths, prefix_lengths)
     # Empty inputs decode one step only (their output is replaced by nothing below).
     max_lengths = tf.where(empty, 1, lengths + 1 + self.settings.extra_length)
-    ids, scores = self._search(inputs, max_lengths)  # [B, N, L] with EOS, [B, N]
+    ids, scores = self._search(inputs, max_lengths, *prefix)  # [B, N, L] with EOS, [B, N]
     ids = tf.where(empty[:, None, None], PAD_ID, ids)
     result = {"scores": tf.where(empty[:, None], 0.0, scores),
               "truncated": truncated & ~blank}
@@ -268,7 +230,7 @@ class Translator(tf.Module):
     width = tf.reduce_max(tf.reduce_sum(tf.cast(trimmed != PAD_ID, tf.int32), axis=2))
     return dict(result, ids=trimmed[:, :, :width])
 
-  def _search_ids(self, inputs, max_lengths):
+  def _search_ids(self, inputs, max_lengths, prefix=None):
     s = self.settings
     # Under XLA, fixed-size key/value buffers: the only form it compiles (search.beams).
     if s.sample:
@@ -279,7 +241,7 @@ class Translator(tf.Module):
     ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
                                extra_length=s.extra_length, max_lengths=max_lengths,
                                constraint=self.constraint, static_shapes=self.jit_compile,
-                               shortlist=self.vocabulary_shortlist)
+                               shortlist=self.vocabulary_shortlist, prefix=prefix)
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
@@ -292,20 +254,27 @@ class Translator(tf.Module):
                 truncated=truncated)
 
   # ------------------------------------------------------------------ in Python
-  def decode_lines(self, lines, batch_size=32, progress=None, first_number=1):
+  def decode_lines(self, lines, batch_size=32, progress=None, first_number=1, prefixes=None):
     """decode_text over `lines` in batches of `batch_size`, longest first (similar lengths
     together, and the slowest batch found early) -> a dict of numpy arrays in input order:
     "outputs" (str [B, N]), "scores" [B, N], "truncated" [B] (and "alignments").
     `progress(n)` is called after each batch with the number of lines done; each line cut to
-    max_input_length gets a warning naming it (lines[0] is line `first_number`)."""
+    max_input_length gets a warning naming it (lines[0] is line `first_number`). prefixes:
+    a target prefix for each line (decode_with_prefix), or None."""
+    if prefixes is not None:
+      self.check_prefix()
+      if len(prefixes) != len(lines):
+        raise DecodingError(f"{len(prefixes)} target prefixes for {len(lines)} lines")
     order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
     results = {}
     for start in range(0, len(order), batch_size):
       chunk = order[start:start + batch_size]
-      batch = [lines[i] for i in chunk]
+      batch = [[lines[i] for i in chunk]] + ([] if prefixes is None else [
+          [prefixes[i] for i in chunk]])
       if self.jit_compile:  # One batch shape for XLA: padded with blank lines.
-        batch += [""] * (batch_size - len(batch))
-      result = self.decode_text(tf.constant(batch, tf.string))
+        batch = [part + [""] * (batch_size - len(part)) for part in batch]
+      decode = self.decode_text if prefixes is None else self.decode_with_prefix
+      result = decode(*[tf.constant(part, tf.string) for part in batch])
       for key, value in result.items():
         value = value.numpy()[:len(chunk)]
         if value.dtype == object:
@@ -322,11 +291,13 @@ class Translator(tf.Module):
                  "truncated": np.empty([0], bool)}
     return results
 
-  def translate(self, lines, batch_size=32, progress=None):
+  def translate(self, lines, batch_size=32, progress=None, prefixes=None):
     """Translates lines -> (texts, scores), in input order: one text and score a line, or with
     n_best > 1 a list of N a line. Empty lines give "" (score 0); lines longer than
-    max_input_length tokens are cut (with a warning naming them)."""
-    results = self.decode_lines(list(lines), batch_size, progress)
+    max_input_length tokens are cut (with a warning naming them). prefixes: the words each
+    line's outputs start with (scored as part of them), or None."""
+    results = self.decode_lines(list(lines), batch_size, progress,
+                                prefixes=None if prefixes is None else list(prefixes))
     texts, scores = results["outputs"].tolist(), results["scores"].tolist()
     if self.settings.n_best == 1:
       return [t[0] for t in texts], [s[0] for s in scores]
@@ -369,7 +340,7 @@ def _valid_utf8(strings):
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
-              extra_length=None, batch_size=32, precision="auto", **settings):
+              extra_length=None, batch_size=32, precision="auto", prefixes=None, **settings):
   """Translates `sentences` with the model in model_dir (or an ensemble: a list of them) ->
   (texts, scores), in order.
 
@@ -380,7 +351,8 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   `settings`: DecodeSettings' other fields (n_best: N outputs a sentence, as lists; sample,
   temperature, top_k, top_p, seed, shortlist) or Translator's options (e.g. jit_compile=True:
   the XLA-compiled search). precision: "auto" (the fastest on this machine), "none" (float32),
-  "bf16" or "fp16" (mixed_precision.py). Builds the model each call: use
+  "bf16" or "fp16" (mixed_precision.py). prefixes: the target words each sentence's outputs
+  start with (Translator.translate). Builds the model each call: use
   `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
@@ -388,4 +360,4 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
                                          alpha=alpha, extra_length=extra_length,
                                          precision=precision, **settings)
-  return translator.translate(list(sentences), batch_size=batch_size)
+  return translator.translate(list(sentences), batch_size=batch_size, prefixes=prefixes)

@@ -1,0 +1,199 @@
+"""Lines of text in and out of the tools: an input file (any tf.io.gfile path) or stdin read
+whole or a window at a time, checked to be UTF-8 text (invalid bytes replaced, with a count and
+a warning), and outputs written as they come, so that an interrupted decode keeps every line
+it finished and can go on after them. t2t-lite-decode and t2t-lite-score read and write
+through here.
+"""
+import logging
+import os
+import re
+import sys
+
+import tensorflow as tf
+
+from t2t_lite.decode.translation import DecodingError
+
+logger = logging.getLogger("t2t-lite-decode")
+# A file is text when at most this share of its characters are invalid UTF-8 (each maximal
+# invalid sequence counts one) or control characters other than tab, CR and LF: a few bad bytes
+# in real text (a Latin-1 accent) are replaced with a warning; random bytes (over half),
+# UTF-16 (every other byte NUL) or another 8-bit encoding of a non-Latin script are refused.
+MAX_NOT_TEXT = 0.2
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def read_lines(path):
+  """Lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines: all of
+  them (see read_windows)."""
+  return [line for window in read_windows(path, window=None) for line in window]
+
+
+def read_windows(path, window, skip=0):
+  """The lines of a file (any tf.io.gfile path) or of stdin ("-"), without their newlines, in
+  lists of at most `window` lines (None: one list of all), each as soon as it is read: memory
+  holds one window. The first `skip` lines are passed over.
+
+  Lines end at "\n" only (a trailing "\r" is dropped): str.splitlines would also split at
+  U+2028, U+0085 and other separators inside a sentence and shift every later output line.
+  Invalid UTF-8 is replaced by U+FFFD, as the exported SavedModel does, with a warning after the
+  last window that counts the lines concerned; a window that is not text (see MAX_NOT_TEXT) is
+  refused before it is yielded.
+  """
+  name = "stdin" if path == "-" else path
+  invalid = []  # numbers of the lines with invalid UTF-8
+  raw, number = [], 0
+  for line in _raw_lines(path):
+    number += 1
+    if number > skip:
+      raw.append(line)
+    if window is not None and len(raw) == window:
+      yield _decoded(raw, number - len(raw) + 1, name, invalid)
+      raw = []
+  if raw or window is None:
+    yield _decoded(raw, number - len(raw) + 1, name, invalid)
+  if invalid:
+    logger.warning("%s: %d line(s) with invalid UTF-8 (first: line %d); the invalid bytes were "
+                   "replaced by U+FFFD", name, len(invalid), invalid[0])
+
+
+def _raw_lines(path):
+  """The byte lines (with their newline) of a file or of stdin, as they come."""
+  if path == "-":
+    stream = sys.stdin
+    if stream is None:  # Started with stdin closed.
+      return
+    if hasattr(stream, "buffer"):
+      yield from iter(stream.buffer.readline, b"")  # a line as soon as it is typed
+    else:  # A text stream without bytes underneath (e.g. io.StringIO).
+      for line in iter(stream.readline, ""):
+        yield line.encode("utf-8", errors="surrogateescape")
+    return
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    yield from iter(f.readline, b"")
+
+
+def _decoded(raw, first_number, name, invalid):
+  """Byte lines -> their text without newlines; numbers of lines with invalid UTF-8 appended to
+  `invalid`; refused when not text."""
+  data = b"".join(raw)
+  text = data.decode("utf-8", errors="replace")
+  replaced = text.count("\ufffd") - data.count("\ufffd".encode())  # U+FFFD written as such
+  not_text = replaced + len(_CONTROL.findall(text))
+  if not_text > MAX_NOT_TEXT * len(text):
+    where = f" (lines {first_number} to {first_number + len(raw) - 1})" if first_number > 1 else ""
+    raise DecodingError(f"{name} is not UTF-8 text{where}: {not_text} of its {len(text)} "
+                        f"characters are invalid UTF-8 or control characters (more than "
+                        f"{MAX_NOT_TEXT:.0%}); convert it to UTF-8 (e.g. with iconv)")
+  lines = []
+  for number, line in enumerate(raw, first_number):
+    line = line[:-1] if line.endswith(b"\n") else line
+    if line.endswith(b"\r"):
+      line = line[:-1]
+    try:
+      lines.append(line.decode("utf-8"))
+    except UnicodeDecodeError:
+      lines.append(line.decode("utf-8", errors="replace"))
+      invalid.append(number)
+  return lines
+
+
+def write_lines(path, lines):
+  text = "".join(line + "\n" for line in lines)
+  if path == "-":
+    sys.stdout.write(text)
+    sys.stdout.flush()
+  else:
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(text)
+
+
+class StreamedOutput:
+  """Decode's output written a window at a time, each flushed before the next is read: an
+  interrupted decode leaves every finished window's lines. The file is opened at the first
+  write, so that a refused input or model changes nothing; when continuing (`keep`: the bytes
+  of the earlier output's complete lines) its partial last line is dropped there and the new
+  lines appended."""
+
+  def __init__(self, path, keep=None):
+    self.path, self.keep, self.file = path, keep, None
+
+  def write(self, lines):
+    text = "".join(line + "\n" for line in lines)
+    if self.path == "-":
+      sys.stdout.write(text)
+      sys.stdout.flush()
+      return
+    if self.file is None:
+      self.file = self._open()
+    self.file.write(text)
+    self.file.flush()
+
+  def _open(self):
+    if self.keep is None:
+      return tf.io.gfile.GFile(self.path, "w")
+    if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
+      if "://" not in self.path:  # A local file: cut in place, whatever its size.
+        os.truncate(self.path, self.keep)
+      else:  # gs:// and the like have no truncate: rewritten without the partial line.
+        with tf.io.gfile.GFile(self.path, "rb") as f:
+          complete = f.read(self.keep)
+        with tf.io.gfile.GFile(self.path, "wb") as f:
+          f.write(complete)
+    return tf.io.gfile.GFile(self.path, "a")
+
+  def close(self):
+    if self.file is not None:
+      self.file.close()
+    elif self.path != "-" and self.keep is None:
+      write_lines(self.path, [])  # No input lines: an empty output file, as before.
+
+
+def lines_done(path):
+  """--continue_output: (the number of complete lines of an earlier output file, their bytes);
+  (0, 0) without one."""
+  if path == "-" or not tf.io.gfile.exists(path):
+    return 0, 0
+  count, complete, _ = _newlines(path)
+  return count, complete
+
+
+def count_lines(path):
+  """The number of lines of a file (None for stdin)."""
+  if path == "-" or not tf.io.gfile.exists(path):
+    return None
+  count, complete, size = _newlines(path)
+  return count + (size > complete)  # a last line without its newline counts too
+
+
+def _newlines(path):
+  """(newlines in a file, the offset just after its last one, its size), read in chunks: the
+  file is never held whole (an output of millions of lines, say)."""
+  count = complete = size = 0
+  with tf.io.gfile.GFile(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      last = chunk.rfind(b"\n")
+      if last >= 0:
+        complete = size + last + 1
+      count, size = count + chunk.count(b"\n"), size + len(chunk)
+  return count, complete, size
+
+
+def check_output_file(path):
+  """Refuses, before any decoding, an output path whose directory does not exist or that is a
+  directory itself (writing it would fail only after all the work)."""
+  if path == "-":
+    return
+  directory = os.path.dirname(path) or "."
+  if not tf.io.gfile.isdir(directory):
+    raise DecodingError(f"--output_file {path}: directory {directory} does not exist")
+  if tf.io.gfile.isdir(path):
+    raise DecodingError(f"--output_file {path} is a directory")
+
+
+def split_prefixes(lines):
+  """--target_prefix's lines, 'source<TAB>prefix' -> (sources, prefixes); a line without a TAB
+  has the empty prefix."""
+  pairs = [line.split("\t", 1) if "\t" in line else (line, "") for line in lines]
+  return [source for source, _ in pairs], [prefix for _, prefix in pairs]
