@@ -36,8 +36,12 @@ setup(
     # keras-hub: only bench/train_throughput.py's comparison model uses it (and test_export
     # checks that an export does not load it). pytest-xdist: README's test command runs the
     # suite on three workers, a test file each (--dist loadfile keeps a file's fixtures in one).
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "keras-hub>=0.20"],
-                    "bench": ["keras-hub>=0.20"]},
+    # ctranslate2: t2t-lite-export --format=ctranslate2 only (imported there, when asked for);
+    # in the test extra too, so that CI runs its tests for real.
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "keras-hub>=0.20",
+                             "ctranslate2>=4.5,<5"],
+                    "bench": ["keras-hub>=0.20", "ctranslate2>=4.5,<5"],
+                    "ctranslate2": ["ctranslate2>=4.5,<5"]},
     entry_points={
         "console_scripts": [
             "t2t-lite-train=t2t_lite.bin.train:main",

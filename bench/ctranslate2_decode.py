@@ -6,7 +6,8 @@ The workload is bench/decode_speed.py's batch-32 headline: a transformer_base-si
 ids + EOS), beam 4, alpha 0.6, every hypothesis forced to run to 82 output tokens (EOS masked
 before that), so that both programs do the same number of steps.
 
-Our model's weights are converted into a CTranslate2 TransformerSpec (post-norm, ReLU, shared
+Our model's weights are converted into a CTranslate2 TransformerSpec by t2t-lite-export
+--format=ctranslate2's converter (t2t_lite/decode/ctranslate2_export.py: post-norm, ReLU, shared
 embeddings scaled by sqrt(d_model), tied output projection, our interleaved sinusoid table passed
 as the position encodings) and saved to a temporary directory. Every run first checks the
 conversion: greedy decoding of 4 sentences, 20 tokens, in float32, must give the same ids in
@@ -35,8 +36,8 @@ vocabulary's rare tokens would not be. "shortlist_size" is our batch vocabulary'
   ctranslate2      use_vmap=True in int8 / int8_float32 / float32.
 
 CTranslate2's length penalty is length^alpha, ours GNMT's ((5 + length) / 6)^alpha: with every
-hypothesis 82 tokens long, both rank hypotheses alike. CTranslate2 is not a dependency of
-t2t_lite; install it into a throwaway directory:
+hypothesis 82 tokens long, both rank hypotheses alike. CTranslate2 is an optional extra of
+t2t_lite (pip install -e '.[ctranslate2]'), or install it into a throwaway directory:
 
   python3 -m pip install --no-deps --target /tmp/ct2lib ctranslate2 pyyaml
   PYTHONPATH=/tmp/ct2lib python bench/ctranslate2_decode.py            # 3 rounds (~10 minutes)
@@ -55,7 +56,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 try:
   import ctranslate2
-  from ctranslate2.specs import transformer_spec
 except ImportError:
   print("ctranslate2 is missing: python3 -m pip install --no-deps --target /tmp/ct2lib "
         "ctranslate2 pyyaml, then run with PYTHONPATH=/tmp/ct2lib", file=sys.stderr)
@@ -67,11 +67,9 @@ import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
 from t2t_lite.modeling import mixed_precision  # noqa: E402
-from t2t_lite.modeling.embedding import sinusoid_positions  # noqa: E402
 from t2t_lite.data import data_files, pipeline  # noqa: E402
-from t2t_lite.decode import shortlist  # noqa: E402
+from t2t_lite.decode import ctranslate2_export, shortlist  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
-from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from decode_speed import EosMasked, decoder  # noqa: E402
@@ -80,84 +78,16 @@ VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
 GREEDY_SENTENCES, GREEDY_LENGTH = 4, 20
 # Id i is token VOCAB[i]. Our decoder starts from id 0 (also padding, never generated): it is
-# CTranslate2's decoder start token "<s>", suppressed as an output below; id 1 is EOS.
+# CTranslate2's decoder start token "<s>", which the converted model never outputs (a bias of
+# the projection, t2t_lite/decode/ctranslate2_export.py); id 1 is EOS.
 VOCAB = ["<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(3, VOCAB_SIZE)]
 TOKEN_IDS = {token: i for i, token in enumerate(VOCAB)}
 CT2_COMPUTE_TYPES = ("float32", "int8", "int8_float32", "bfloat16", "int8_bfloat16")
 
 
-def _linear(spec, *layers):
-  """CTranslate2 Linear (weight [out, in]) from one or more of our kernels [in..., out...] and
-  biases, fused along the output (QKV, KV)."""
-  def flat(layer):  # [in..., out...] -> [in, out]; Dense and [D, H, K] have 1 input axis
-    kernel = layer.kernel.numpy()
-    inputs = int(np.prod(kernel.shape[:getattr(layer, "input_axes", 1)]))
-    return kernel.reshape(inputs, -1)
-  spec.weight = np.concatenate([flat(layer) for layer in layers], axis=1).T  # [out, in]
-  spec.bias = np.concatenate([layer.bias.numpy().reshape(-1) for layer in layers])  # [out]
-
-
-def _norm(spec, norm):
-  spec.gamma, spec.beta = norm.gamma.numpy(), norm.beta.numpy()  # [D]
-
-
-def _ffn(spec, layer, norm):
-  _linear(spec.linear_0, layer.ffn.inner)  # [F, D]
-  _linear(spec.linear_1, layer.ffn.outer)  # [D, F]
-  _norm(spec.layer_norm, norm)
-
-
-def model_spec(model):
-  """Our float32 Transformer (sinusoid positions, post-norm) -> a ctranslate2 TransformerSpec."""
-  hp = model.hparams
-  assert hp.norm_type == "post" and hp.position_encoding == "sinusoid", hp
-  spec = transformer_spec.TransformerSpec.from_config(hp.num_layers, hp.num_heads, pre_norm=False)
-  spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
-  embeddings = model.embedding.embeddings.numpy()  # [V, D]
-  positions = sinusoid_positions(hp.max_length, hp.d_model).numpy()  # [max_length, D]
-  for side in (spec.encoder, spec.decoder):
-    side.position_encodings.encodings = positions
-  spec.encoder.embeddings[0].weight = embeddings  # scale_embeddings (sqrt(D)) is on by default
-  spec.decoder.embeddings.weight = embeddings
-  spec.decoder.projection.weight = embeddings  # tied pre-softmax projection [V, D], no bias
-  for layer, layer_spec in zip(model.encoder_layers, spec.encoder.layer):
-    attention, attention_spec = layer.self_attention, layer_spec.self_attention
-    _linear(attention_spec.linear[0], attention.query_dense, attention.key_dense,
-            attention.value_dense)  # [3D, D]
-    _linear(attention_spec.linear[1], attention.output_dense)  # [D, H*V]
-    _norm(attention_spec.layer_norm, layer.norm1)  # post-norm: after the residual
-    _ffn(layer_spec.ffn, layer, layer.norm2)
-  for layer, layer_spec in zip(model.decoder_layers, spec.decoder.layer):
-    attention, attention_spec = layer.self_attention, layer_spec.self_attention
-    _linear(attention_spec.linear[0], attention.query_dense, attention.key_dense,
-            attention.value_dense)  # [3D, D]
-    _linear(attention_spec.linear[1], attention.output_dense)
-    _norm(attention_spec.layer_norm, layer.norm1)
-    cross, cross_spec = layer.cross_attention, layer_spec.attention
-    _linear(cross_spec.linear[0], cross.query_dense)  # [D, D]
-    _linear(cross_spec.linear[1], cross.key_dense, cross.value_dense)  # [2D, D]
-    _linear(cross_spec.linear[2], cross.output_dense)
-    _norm(cross_spec.layer_norm, layer.norm2)
-    _ffn(layer_spec.ffn, layer, layer.norm3)
-  spec.register_source_vocabulary(VOCAB)
-  spec.register_target_vocabulary(VOCAB)
-  return spec
-
-
-class KerasConverter(ctranslate2.converters.Converter):
-  """convert(output_dir) saves `model` in the CTranslate2 format (float32 weights)."""
-
-  def __init__(self, model):
-    self.model = model
-
-  def _load(self):
-    return model_spec(self.model)
-
-
 def translate(translator, inputs, **options):
   """inputs int [B, S] -> every hypothesis' ids, [B][num_hypotheses][its length]."""
-  results = translator.translate_batch([[VOCAB[i] for i in row] for row in inputs],
-                                       suppress_sequences=[["<s>"]], **options)
+  results = translator.translate_batch([[VOCAB[i] for i in row] for row in inputs], **options)
   return [[[TOKEN_IDS[token] for token in hypothesis] for hypothesis in result.hypotheses]
           for result in results]
 
@@ -283,8 +213,11 @@ def main():
     if table is not None:
       vocabulary_map = os.path.join(tmp, "vmap.txt")
       write_vocabulary_map(table, vocabulary_map)
-    model_dir = KerasConverter(models["none"]).convert(os.path.join(tmp, "model"),
-                                                       vmap=vocabulary_map)
+    # The converter of t2t-lite-export --format=ctranslate2, without its source EOS: every row
+    # of `inputs` ends in one already.
+    spec = ctranslate2_export.model_spec(models["none"], VOCAB, hparams.max_length)
+    spec.config.add_source_eos = False
+    model_dir = ctranslate2_export.save(spec, os.path.join(tmp, "model"), vmap=vocabulary_map)
     check = greedy_check(models["none"], ctranslate2.Translator(model_dir, compute_type="float32"),
                          inputs[:GREEDY_SENTENCES])
     print(f"greedy outputs match: {check}", file=sys.stderr, flush=True)

@@ -19,6 +19,9 @@ RUNTIME_ONLY = {
     # run the `tensorboard` command on model_dir.
     "tensorboard",
 }
+# Optional extras of the product: extra name -> the one module that imports it, inside a
+# function (so `import t2t_lite` and every other tool work without it).
+OPTIONAL = {"ctranslate2": "t2t_lite/decode/ctranslate2_export.py"}
 
 
 def _setup_keywords():
@@ -60,7 +63,8 @@ def test_install_requires_are_the_product_imports():
   imported = _product_imports()
   declared = {IMPORT_NAMES.get(name, name): name for name in requirements
               if name not in RUNTIME_ONLY}
-  undeclared = {module: path for module, path in imported.items() if module not in declared}
+  undeclared = {module: path for module, path in imported.items()
+                if module not in declared and module not in OPTIONAL}
   assert not undeclared, f"imported but not in install_requires: {undeclared}"
   idle = sorted(name for module, name in declared.items() if module not in imported)
   assert not idle, f"in install_requires but never imported by the product: {idle}"
@@ -75,3 +79,26 @@ def test_keras_hub_is_for_benchmarks_only():
   assert "keras-hub" not in map(_name, keywords["install_requires"])
   assert "keras-hub" in map(_name, keywords["extras_require"]["bench"])
   assert "keras_hub" not in _product_imports()
+
+
+def test_optional_extras_are_imported_lazily_by_their_one_module():
+  """ctranslate2: its own extra, in the test extra (CI runs its tests), never required, and
+  imported only inside functions of the one module that needs it."""
+  keywords = _setup_keywords()
+  imported = _product_imports()
+  for name, owner in OPTIONAL.items():
+    assert name not in map(_name, keywords["install_requires"])
+    assert name in map(_name, keywords["extras_require"][name])
+    assert name in map(_name, keywords["extras_require"]["test"])
+    assert imported[name] == owner
+    importers = []
+    for package in PRODUCT:
+      for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        nodes = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 and any((alias.name if isinstance(node, ast.Import) else node.module or "")
+                         .split(".")[0] == name for alias in node.names)]
+        at_top = [node for node in nodes if node in tree.body]
+        assert not at_top, f"{path} imports {name} at module level"
+        importers += [str(path.relative_to(ROOT))] * bool(nodes)
+    assert importers == [owner]

@@ -11,12 +11,18 @@ length default to hparams.json's, else the problem's (the paper: 4, 0.6, 50); in
 than --max_input_length tokens (default: hparams max_length) are cut. The weights are the run's
 best model when it kept one (--checkpoint_path), named on stderr with why; export_dir must be
 new, empty or hold only earlier versions. See docs/serving.md.
+
+  t2t-lite-export --format=ctranslate2 --quantization=int8 --model_dir=runs/ende \
+      --export_dir=exports/ende-ct2
+  # writes a model directory ctranslate2.Translator loads (the same checkpoint's weights, the
+  # SentencePiece model beside them), into a new or empty export_dir; needs the optional
+  # ctranslate2 package (pip install -e '.[ctranslate2]'). See docs/serving.md.
 """
 import argparse
 import logging
 import sys
 
-from t2t_lite.decode import export, translation
+from t2t_lite.decode import ctranslate2_export, export, translation
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -26,7 +32,8 @@ def parse_args(argv):
   flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--export_dir", required=True,
                       help="TF Serving's --model_base_path: the export goes to a new "
-                           "<export_dir>/<version>/")
+                           "<export_dir>/<version>/ (--format=ctranslate2: the model directory "
+                           "itself, new or empty)")
   flags.add_fields(parser, translation.DecodeSettings)
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
@@ -36,6 +43,12 @@ def parse_args(argv):
   parser.add_argument("--target_prefix", action="store_true",
                       help="also export the translate_with_prefix signature: inputs and "
                            "target prefixes in, outputs that start with their prefixes out")
+  parser.add_argument("--format", default="savedmodel", choices=["savedmodel", "ctranslate2"],
+                      help="savedmodel: TF Serving's versioned SavedModel; ctranslate2: a "
+                           "CTranslate2 model directory (docs/serving.md)")
+  parser.add_argument("--quantization", default=None,
+                      choices=list(ctranslate2_export.QUANTIZATIONS),
+                      help="--format=ctranslate2: the weights' type (default none: float32)")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -44,15 +57,31 @@ def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
   try:
-    path = export.export_model_dir(
-        flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
-        max_input_length=args.max_input_length, precision=args.precision,
-        with_alignments=args.with_alignments, with_prefix=args.target_prefix,
-        **flags.field_values(args, translation.DecodeSettings))
+    path = _export(args)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-export", e, e.exit_status)
   print(path)
   return 0
+
+
+def _export(args):
+  """The export --format asks for -> its path."""
+  settings = flags.field_values(args, translation.DecodeSettings)
+  if args.format == "ctranslate2":
+    if args.target_prefix:
+      raise export.ExportError("--target_prefix is a SavedModel signature; CTranslate2 takes "
+                               "target_prefix= in translate_batch")
+    return ctranslate2_export.export_model_dir(
+        flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
+        quantization=args.quantization or "none", max_input_length=args.max_input_length,
+        with_alignments=args.with_alignments, precision=args.precision, **settings)
+  if args.quantization is not None:
+    raise export.ExportError("--quantization is --format=ctranslate2's: a SavedModel computes in "
+                             "--precision")
+  return export.export_model_dir(
+      flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
+      max_input_length=args.max_input_length, precision=args.precision,
+      with_alignments=args.with_alignments, with_prefix=args.target_prefix, **settings)
 
 
 if __name__ == "__main__":
