@@ -31,6 +31,7 @@ setup(
         "sentencepiece>=0.2",
         "matplotlib>=3.7",
         "tqdm>=4.60",
+        "optuna>=4.0",  # t2t-lite-tune's search, pruning and study storage.
     ],
     # gRPC clients of TF Serving also want `tensorflow-serving-api` (see README); not needed here.
     # keras-hub: only bench/train_throughput.py's comparison model uses it (and test_export
@@ -51,6 +52,7 @@ setup(
             "t2t-lite-attention=t2t_lite.bin.attention:main",
             "t2t-lite-export=t2t_lite.bin.export:main",
             "t2t-lite-score=t2t_lite.bin.score:main",
+            "t2t-lite-tune=t2t_lite.bin.tune:main",
         ],
     },
 )

@@ -5,3 +5,4 @@
 from t2t_lite.hyperparams import HParams, HParamsError  # noqa: F401
 
 from . import transformer  # noqa: F401  (registers)
+from . import ranges  # noqa: F401  (registers the ranged hparams)

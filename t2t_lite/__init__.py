@@ -12,7 +12,8 @@ t2t-lite-train runs.
 """
 from t2t_lite.hyperparams import HParams, HParamsError
 from t2t_lite.registry import (HPARAMS, PROBLEMS, RegistryError, get_hparams, get_problem,
-                               problem_settings, register_hparams, register_problem)
+                               problem_settings, register_hparams, register_problem,
+                               register_ranged_hparams)
 
 
 def list_hparams():
@@ -39,5 +40,5 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):
 __all__ = [
     "HParams", "HParamsError", "RegistryError", "build_model", "get_hparams", "get_problem",
     "problem_settings", "list_hparams", "list_problems", "register_hparams", "register_problem",
-    "translate",
+    "register_ranged_hparams", "translate",
 ]

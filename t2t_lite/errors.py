@@ -4,6 +4,7 @@ Library modules raise a subclass of `T2TLiteError` with a message that names the
 file, path or value). The tools (`t2t_lite/bin/`) print that message as one line on stderr and
 exit with the error's `exit_status`; anything else is a bug and keeps its traceback.
 """
+import difflib
 import re
 
 
@@ -24,3 +25,10 @@ def reason(error):
   other exception's text. The one wording of "why" inside the one-line errors above."""
   line = (str(getattr(error, "message", None) or error).strip().splitlines() or [""])[0]
   return re.sub(r"\s*\[Op:\w+\]$", "", re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line))
+
+
+def did_you_mean(name, known):
+  """"; did you mean 'a', 'b'?" for the names of `known` close to `name`, or "": the one wording
+  of a typo's hint in the one-line errors (registries, hparams, ranges)."""
+  close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+  return f"; did you mean {', '.join(map(repr, close))}?" if close else ""

@@ -5,13 +5,12 @@ Overrides use tensor2tensor's syntax, `"num_layers=4,dropout=0.3"`, and are type
 unknown name says "did you mean", a value of the wrong type names the field and the type wanted.
 """
 import dataclasses
-import difflib
 import json
 import math
 import typing
 from typing import Optional
 
-from t2t_lite.errors import T2TLiteError
+from t2t_lite.errors import T2TLiteError, did_you_mean
 
 
 class HParamsError(T2TLiteError, ValueError):
@@ -58,10 +57,8 @@ class HParams:
   def __post_init__(self):
     """Every field with a meaningful range is checked here: when a set is built, overridden
     (`replace`, `override`) or loaded (`from_json`), so a bad value never reaches training."""
-    for name, check, wanted in _RANGES:
-      value = getattr(self, name)
-      if value is not None and not check(value):
-        raise HParamsError(f"{name} must be {wanted}, got {value!r}")
+    for name in _RANGES:
+      _check_range(name, getattr(self, name))
     if self.d_model % self.num_heads:
       raise HParamsError(
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
@@ -121,9 +118,9 @@ class HParams:
       raise HParamsError(f"{path}: {e}" if path not in str(e) else str(e)) from None
 
 
-# (name, check, what the check wants). None (beam_size, alpha, extra_length: "the
+# name -> (check, what the check wants). None (beam_size, alpha, extra_length: "the
 # problem's default") is always accepted; NaN fails every check, infinity the isfinite ones.
-_RANGES = (
+_RANGES = {name: (check, wanted) for name, check, wanted in (
     *((name, lambda x: x >= 1, ">= 1") for name in (
         "num_layers", "d_model", "d_ff", "num_heads", "max_length", "batch_size",
         "beam_size", "extra_length")),
@@ -137,7 +134,7 @@ _RANGES = (
     ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),
     ("norm_type", lambda x: x in ("post", "pre"), "'post' or 'pre'"),
     ("position_encoding", lambda x: x in ("sinusoid", "learned"), "'sinusoid' or 'learned'"),
-)
+)}
 
 _FIELDS = {f.name: f for f in dataclasses.fields(HParams)}
 _RENAMED = {"extra_decode_length": "extra_length"}  # old name in hparams.json -> field
@@ -146,9 +143,20 @@ _RENAMED = {"extra_decode_length": "extra_length"}  # old name in hparams.json -
 def _check_names(names):
   for name in names:
     if name not in _FIELDS:
-      close = difflib.get_close_matches(name, _FIELDS, n=3, cutoff=0.6)
-      hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-      raise HParamsError(f"unknown hparam {name!r}{hint}")
+      raise HParamsError(f"unknown hparam {name!r}{did_you_mean(name, _FIELDS)}")
+
+
+def _check_range(name, value):
+  if name in _RANGES and value is not None and not _RANGES[name][0](value):
+    raise HParamsError(f"{name} must be {_RANGES[name][1]}, got {value!r}")
+
+
+def check_value(name, value, source):
+  """One field's value alone, as a set built with it would check it: its name, its type and its
+  range (not the checks between fields, such as d_model divisible by num_heads)."""
+  _check_names([name])
+  _check_type(name, value, source)
+  _check_range(name, value)
 
 
 # How a bad value's message names the type it should have been.

@@ -1,14 +1,15 @@
-"""Name -> object registries for problems and hparams sets, with "did you mean" errors.
+"""Name -> object registries for problems, hparams sets and ranged hparams (search spaces), with
+"did you mean" errors.
 
-The registered problems and hparams sets live in the repository's `problems/` and `hparams/`
-folders, installed as `t2t_lite.problems` and `t2t_lite.hparams`. A registry imports its plug-in
-package (which runs their `register_*` decorators) the first time it is asked for a name, by
-its name: the registries sit below everything else, and the plug-ins build on the library.
+The registered problems, hparams sets and ranged hparams live in the repository's `problems/`
+and `hparams/` folders, installed as `t2t_lite.problems` and `t2t_lite.hparams`. A registry
+imports its plug-in package (which runs their `register_*` decorators) the first time it is
+asked for a name, by its name: the registries sit below everything else, and the plug-ins
+build on the library.
 """
-import difflib
 import importlib
 
-from t2t_lite.errors import T2TLiteError
+from t2t_lite.errors import T2TLiteError, did_you_mean
 
 
 class RegistryError(T2TLiteError, KeyError):
@@ -22,7 +23,7 @@ class Registry:
   """A name -> value map that refuses duplicates and suggests close matches on a typo."""
 
   def __init__(self, kind, plugins):
-    self.kind = kind  # "problem" or "hparams", used in error messages.
+    self.kind = kind  # "problem", "hparams" or "ranged hparams", used in error messages.
     self.plugins = plugins  # The package whose import registers the built-in entries.
     self._entries = {}
 
@@ -45,10 +46,8 @@ class Registry:
   def get(self, name):
     entries = self._entries_loaded()
     if name not in entries:
-      close = difflib.get_close_matches(name, entries, n=3, cutoff=0.6)
-      hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-      raise RegistryError(
-          f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(entries))})")
+      raise RegistryError(f"unknown {self.kind} {name!r}{did_you_mean(name, entries)} "
+                          f"(known: {', '.join(sorted(entries))})")
     return entries[name]
 
   def names(self):
@@ -60,6 +59,9 @@ class Registry:
 
 PROBLEMS = Registry("problem", "t2t_lite.problems")
 HPARAMS = Registry("hparams", "t2t_lite.hparams")
+# Search spaces (t2t_lite/search_space.py) by name, tensor2tensor's ranged hparams: they live
+# beside the hparams sets they range over.
+RANGED_HPARAMS = Registry("ranged hparams", "t2t_lite.hparams")
 
 
 def register_problem(name=None):
@@ -70,6 +72,17 @@ def register_problem(name=None):
 def register_hparams(name=None):
   """Registers a function returning an HParams under `name` (default: the function name)."""
   return HPARAMS.register(name)
+
+
+def register_ranged_hparams(name=None):
+  """Registers a function returning a SearchSpace under `name` (default: the function name)."""
+  return RANGED_HPARAMS.register(name)
+
+
+def get_ranged_hparams(name):
+  """The search space registered as `name` (its own ranges checked; the fields it ranges over
+  are checked by SearchSpace.check)."""
+  return RANGED_HPARAMS.get(name)()
 
 
 def get_hparams(name, overrides=""):

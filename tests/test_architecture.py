@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Lowest first. A module may import modules of its own layer or of a lower one. The plug-in
 # folders (problems/, hparams/) build on the library; the registries find them by name.
 LAYERS = (
-    ("core", ("t2t_lite.errors", "t2t_lite.files", "t2t_lite.hyperparams", "t2t_lite.registry")),
+    ("core", ("t2t_lite.errors", "t2t_lite.files", "t2t_lite.hyperparams", "t2t_lite.registry",
+              "t2t_lite.search_space")),
     ("model", ("t2t_lite.modeling",)),
     ("data", ("t2t_lite.data",)),
     ("run directory", ("t2t_lite.rundir",)),
@@ -22,6 +23,7 @@ LAYERS = (
     ("parsing", ("t2t_lite.parsing",)),
     ("plug-ins", ("t2t_lite.problems", "t2t_lite.hparams")),
     ("train", ("t2t_lite.train",)),
+    ("tune", ("t2t_lite.tune",)),
     ("tools and API", ("t2t_lite.bin", "t2t_lite")),
 )
 FOLDERS = {"t2t_lite": "t2t_lite", "problems": "t2t_lite.problems", "hparams": "t2t_lite.hparams"}

@@ -74,7 +74,7 @@ def test_docs_name_every_tool_and_each_command_parses():
   lines = command_lines()
   assert set(tools) == {"t2t-lite-datagen", "t2t-lite-train", "t2t-lite-decode",
                         "t2t-lite-avg-checkpoints", "t2t-lite-attention", "t2t-lite-export",
-                        "t2t-lite-score"}
+                        "t2t-lite-score", "t2t-lite-tune"}
   assert {name for _, name, _ in lines} == set(tools)  # every tool is shown at work
   assert len(lines) >= 20
   bad = []

@@ -18,3 +18,13 @@ def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)
     for name in ("absl", "tensorflow"):
       logging.getLogger(name).setLevel(logging.ERROR)
 
+
+
+def print_registered(ranged=False):
+  """--list: the registered problems and hparams sets (and, with `ranged`, the ranged hparams),
+  a line each."""
+  import t2t_lite
+  print("problems:", " ".join(t2t_lite.list_problems()))
+  print("hparams: ", " ".join(t2t_lite.list_hparams()))
+  if ranged:
+    print("ranged hparams:", " ".join(t2t_lite.registry.RANGED_HPARAMS.names()))

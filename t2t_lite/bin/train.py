@@ -69,8 +69,7 @@ def main(argv=None):
   from t2t_lite.train import trainer
 
   if args.list:
-    print("problems:", " ".join(t2t_lite.list_problems()))
-    print("hparams: ", " ".join(t2t_lite.list_hparams()))
+    cli.print_registered()
     return 0
   cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
   for name in default_dirs(args):

@@ -36,6 +36,12 @@ def metric_name(config, problem, decodes):
   return f"dev_{problem.selection_metric}" if choice == "dev_metric" else choice
 
 
+def lower_is_better(metric):
+  """Whether a lower value of the evaluation metric `metric` is better (the dev loss and
+  perplexity; BLEU, bracket F1 and accuracy are better higher)."""
+  return metric in ("loss", "perplexity")
+
+
 class ModelSelection:
   """The best-so-far of one metric, the evaluations since it, and why the run stopped.
 
@@ -49,7 +55,7 @@ class ModelSelection:
   def __init__(self, metric, model_dir, writes=True, log=print):
     self.metric, self.model_dir, self.writes, self.log = metric, model_dir, writes, log
     self.best_dir = run_files.path(model_dir, run_files.BEST_DIR)
-    self.lower_is_better = metric in ("loss", "perplexity")
+    self.lower_is_better = lower_is_better(metric)
     worst = math.inf if self.lower_is_better else -math.inf
     self.best_value = tf.Variable(worst, dtype=tf.float64, trainable=False, name="best_value")
     self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="best_step")

@@ -16,6 +16,26 @@ def summary_writers(model_dir):
           for name in (run_files.TRAIN_SUMMARIES, run_files.EVAL_SUMMARIES)}
 
 
+_EVAL_LINE = "eval at step "  # An evaluation's line: "eval at step N: name value  name value"
+
+
+def parse_eval_line(line):
+  """(step, {metric: value}) of an evaluation's line as TrainingLog writes it, or None for any
+  other line: how t2t-lite-tune follows a trainer it runs. The numbers have 4 decimals; string
+  values (a BLEU's signature) are left out."""
+  if not line.startswith(_EVAL_LINE) or ": " not in line:
+    return None
+  step, _, rest = line[len(_EVAL_LINE):].partition(": ")
+  metrics = {}
+  for item in rest.strip().split("  "):
+    name, _, value = item.partition(" ")
+    try:
+      metrics[name] = float(value)
+    except ValueError:
+      continue  # a string value
+  return (int(step), metrics) if step.isdigit() else None
+
+
 class TrainingLog:
   """One run's log: progress windows, evaluations and summaries.
 
@@ -61,7 +81,7 @@ class TrainingLog:
 
   def evaluated(self, step, metrics):
     self.eval_metrics, self.eval_step = metrics, step
-    self.log(f"eval at step {step}: " + "  ".join(
+    self.log(f"{_EVAL_LINE}{step}: " + "  ".join(
         f"{k} {v}" if isinstance(v, str) else f"{k} {v:.4f}"  # str: a BLEU's signature
         for k, v in metrics.items() if k != "tokens"))
     self._write(run_files.EVAL_SUMMARIES, step,

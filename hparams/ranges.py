@@ -1,0 +1,46 @@
+"""Ranged hparams: the search spaces t2t-lite-tune searches (tensor2tensor's
+`@registry.register_ranged_hparams`). Each is a few lines beside the hparams set it ranges over:
+a field's choices, or its int or float range (log=True: log-uniform, for rates and sizes that
+matter by their ratio). Training options (ema_decay, ...) range too. `t2t-lite-tune --list`
+prints them.
+"""
+from t2t_lite.registry import register_ranged_hparams
+from t2t_lite.search_space import Choice, FloatRange, IntRange, SearchSpace
+
+
+@register_ranged_hparams()
+def transformer_tiny_range():
+  """Over transformer_tiny, for tests and demos: seconds a trial on algorithmic_reverse."""
+  return SearchSpace(
+      learning_rate=FloatRange(0.2, 2.0, log=True), warmup_steps=IntRange(10, 100, log=True),
+      d_model=Choice([32, 64]), dropout=FloatRange(0.0, 0.2), ema_decay=FloatRange(0.5, 0.9))
+
+
+@register_ranged_hparams()
+def transformer_multi30k_range():
+  """Over transformer_base on multi30k_ende in a fixed number of CPU minutes: the model's size
+  is free (a smaller model makes more epochs in the same minutes), with the strong dropout small
+  models want on Multi30k's 29k pairs, the optimiser's rate, warmup and batch, the moving
+  average of the weights, and the dev decode's beam and alpha. Every d_model is divisible by
+  every num_heads."""
+  return SearchSpace(
+      num_layers=IntRange(2, 6), d_model=Choice([128, 256, 512]),
+      d_ff=Choice([512, 1024, 2048]), num_heads=Choice([4, 8]),
+      dropout=FloatRange(0.1, 0.4), attention_dropout=FloatRange(0.0, 0.2),
+      label_smoothing=FloatRange(0.0, 0.2), weight_decay=FloatRange(1e-4, 0.1, log=True),
+      learning_rate=FloatRange(0.3, 3.0, log=True), warmup_steps=IntRange(400, 4000, log=True),
+      batch_size=Choice([2048, 4096, 8192]), ema_decay=FloatRange(0.99, 0.9995),
+      beam_size=IntRange(1, 8), alpha=FloatRange(0.0, 1.2))
+
+
+@register_ranged_hparams()
+def transformer_parsing_small_range():
+  """Over transformer_parsing_small on the wsj_parsing sample: the architecture, dropout, label
+  smoothing, beam and alpha (the target tag mode is a problem setting, --problem_settings,
+  one study each)."""
+  return SearchSpace(
+      num_layers=IntRange(2, 6), d_model=Choice([128, 256, 384]), d_ff=Choice([512, 1024]),
+      num_heads=Choice([4, 8]), dropout=FloatRange(0.1, 0.4),
+      attention_dropout=FloatRange(0.0, 0.2), label_smoothing=FloatRange(0.0, 0.2),
+      learning_rate=FloatRange(0.3, 3.0, log=True), warmup_steps=IntRange(200, 2000, log=True),
+      beam_size=IntRange(1, 12), alpha=FloatRange(0.0, 1.5))
