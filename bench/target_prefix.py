@@ -6,8 +6,8 @@ ONE JSON line. A quality run (BLEU, agreement), not a timing.
 Decodes the 1,000 sentences without a prefix, then (1) with each 1-best's own first k words as
 the prefix: how many outputs are that 1-best again, and (2) with the reference's first k words
 as the prefix (a translator who typed them): sacreBLEU against the references, beside the
-unconstrained decode's; every output must start with its prefix's text (as words too, unless
-the model went on inside the prefix's last word: "Beim" -> "Beimagentien"). The decoding is
+unconstrained decode's; every output must start with its prefix, as text and as words (not
+going on inside its last word: "Beim" -> "Beimagentien"). The decoding is
 t2t-lite-decode's (`Translator.translate(..., prefixes=)`: the run's best model, its beam and
 alpha, the machine's `auto` precision).
 """
@@ -25,6 +25,12 @@ from multi30k_decode import read_lines  # noqa: E402
 
 def first_words(text, k):
   return " ".join(text.split()[:k])
+
+
+def starts_with_words(output, prefix):
+  """The output starts with the prefix, and not inside its last word ("Beim" -> "Beimagen")."""
+  rest = output[len(prefix):]
+  return output.startswith(prefix) and not (rest[:1].isalnum())
 
 
 def main():
@@ -51,7 +57,7 @@ def main():
         "outputs_starting_with_their_prefix_text": sum(
             o.startswith(p) for o, p in zip(completed, typed)),
         "outputs_starting_with_their_prefix_words": sum(
-            o.split()[:len(p.split())] == p.split() for o, p in zip(completed, typed))})
+            starts_with_words(o, p) for o, p in zip(completed, typed))})
   print(json.dumps({
       "benchmark": "target_prefix", "model_dir": args.model_dir,
       "checkpoint": translator.loaded.which(), "computing": translator.loaded.computing(),

@@ -139,6 +139,27 @@ def test_wide_beam_is_exhaustive_search():
     assert strip(seqs[b, 0]) == expected[0][1]
 
 
+def test_a_forced_prefix_is_scored_by_the_model_and_what_may_follow_it_is_kept_out():
+  # Exhaustive search (beam 128 over 121 possible outputs) forced through [2] and [3, 4], with
+  # token 3 kept out of the step right after a prefix: exactly the outputs that start with the
+  # prefix and do not go on with 3, scored by the model's own log-probabilities.
+  vocab, length, alpha = 5, 4, 0.6
+  model = TableModel(random_rule(1, vocab), batch=2, length=length, vocab=vocab)
+  prefixes = [[2], [3, 4]]
+  seqs, scores = search(model, beam_size=128, alpha=alpha,
+                        forced_ids=tf.constant([[2, 0], [3, 4]]),
+                        not_after_forced=tf.constant([False, False, False, True, False]))
+  every = [list(p) + [EOS] for n in range(length) for p in itertools.product([2, 3, 4], repeat=n)]
+  every += [list(p) for p in itertools.product([2, 3, 4], repeat=length)]
+  for b, prefix in enumerate(prefixes):
+    allowed = [s for s in every if s[:len(prefix)] == prefix and s[len(prefix):][:1] != [3]]
+    expected = sorted(((model.score(b, s, alpha), s) for s in allowed), reverse=True)
+    valid = scores[b] > NEG_INF / 2
+    assert valid.sum() == len(allowed) > 5
+    np.testing.assert_allclose(scores[b][valid], [s for s, _ in expected], rtol=1e-5)
+    assert sorted(strip(q) for q in seqs[b][valid]) == sorted(allowed)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_beam_one_is_greedy(seed):
   model = TableModel(random_rule(seed, 6), batch=4, length=10, vocab=6)

@@ -117,6 +117,12 @@ class SentencePieceTokenizer(_Tokenizer):
     how word alignments map pieces back to words."""
     return tf.strings.regex_full_match(self._tf_sp.id_to_string(ids), "\u2581.*")
 
+  def continues_word(self, ids):
+    """int32 [...] -> bool [...]: whether each piece would go on the word before it (no "▁",
+    and a letter or digit first: "im" after "▁Be"), in the graph: what may not follow a target
+    prefix of whole words."""
+    return tf.strings.regex_full_match(self._tf_sp.id_to_string(ids), r"[\p{L}\p{N}].*")
+
   def encode(self, text, add_eos=False):
     return self._sp.encode(text, add_eos=add_eos)
 
@@ -163,6 +169,10 @@ class WordTokenizer(_Tokenizer):
   def word_starts(self, ids):
     """int32 [N, T] -> bool [N, T]: every token is a word."""
     return tf.ones_like(ids, tf.bool)
+
+  def continues_word(self, ids):
+    """int32 [...] -> bool [...]: no token goes on the word before it."""
+    return tf.zeros_like(ids, tf.bool)
 
   def encode(self, text, add_eos=False):
     ids = [self._ids.get(w, UNK_ID) for w in text.split()]

@@ -108,11 +108,18 @@ def _keep_static_shape(new, old):
                                zip(new.shape.as_list(), old.shape.as_list())])
 
 
-def _forced(logits, forced):
-  """logits float32 [N, V], forced int32 [N] (0 = no forced token) -> logits with every token
-  but the forced one at NEG_INF in the rows that have one."""
+def _forced(logits, forced_ids, index, not_after_forced=None):
+  """logits float32 [N, V] at step `index`, forced_ids int32 [N, L] (0 = none) -> logits with
+  every token but the forced one at NEG_INF in the rows that have one, and the tokens of
+  not_after_forced (bool [V]) at NEG_INF in the rows whose prefix ended at the step before."""
+  forced = tf.gather(forced_ids, index, axis=1)  # [N]
   other = tf.not_equal(tf.range(tf.shape(logits)[-1])[None, :], forced[:, None])  # [N, V]
-  return tf.where(tf.logical_and(other, (forced > 0)[:, None]), NEG_INF, logits)
+  banned = tf.logical_and(other, (forced > 0)[:, None])
+  if not_after_forced is not None:
+    before = tf.gather(forced_ids, tf.maximum(index - 1, 0), axis=1)  # [N]
+    after = (index > 0) & (before > 0) & tf.equal(forced, 0)  # [N]
+    banned |= tf.logical_and(after[:, None], not_after_forced[None, :])
+  return tf.where(banned, NEG_INF, logits)
 
 
 def _valid(scores):
@@ -121,7 +128,7 @@ def _valid(scores):
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
                 max_decode_length, max_lengths=None, reorder_cache=True, logits_mask_fn=None,
-                mask_state=(), forced_ids=None):
+                mask_state=(), forced_ids=None, not_after_forced=None):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -157,6 +164,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       token t, with the log-probability the model gives it (not renormalised over one token),
       so scores stay log P(Y) / lp(|Y|) of the whole output. P < L, and each sentence's
       max_lengths must leave room for its prefix and EOS.
+    not_after_forced: optional bool [V]: tokens that may not come right after a forced prefix
+      (pieces that would go on its last word: the prefix is whole words).
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
@@ -216,7 +225,7 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     # per row: no [B*K, V] log-probabilities are written.
     offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
     if forced_ids is not None:  # After the offsets: a forced token keeps its log-probability.
-      logits = _forced(logits, tf.gather(forced_ids, i, axis=1))
+      logits = _forced(logits, forced_ids, i, not_after_forced)
     candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
 
     # The 2K best expansions of the K live prefixes.

@@ -13,7 +13,8 @@ from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-          static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None):
+          static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None,
+          not_after_prefix=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -41,15 +42,16 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
     shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
       (`batch_vocabulary`) instead of the whole one; not with static_shapes or a constraint
       (its size changes with every batch; a constraint masks whole-vocabulary logits).
-    prefix: optional int32 [B, P], 0-padded: target tokens every output of a sentence starts
-      with (beam_search's forced_ids); L >= P + extra_length. Not with a shortlist/constraint.
+    prefix, not_after_prefix: beam_search's forced_ids [B, P] and not_after_forced [V] (target
+      prefixes; L >= P + extra_length); not with a shortlist or a constraint.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
-                  static_shapes=static_shapes, constraint=constraint, shortlist=shortlist)
+                  static_shapes=static_shapes, constraint=constraint, shortlist=shortlist,
+                  not_after_prefix=not_after_prefix)
   if prefix is not None:  # Translator.check_prefix refuses the others in one line first.
     assert shortlist is None and constraint is None, "a prefix, a shortlist or a constraint"
     prefix = tf.convert_to_tensor(prefix, tf.int32)
@@ -79,7 +81,7 @@ def _part_sizes(batch, parts):
 
 
 def _search(model, inputs, max_lengths, prefix, *, beam_size, alpha, extra_length,
-            static_shapes, constraint, shortlist):
+            static_shapes, constraint, shortlist, not_after_prefix):
   """`beams` as one search over all of `inputs` (max_lengths int [B] given)."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
   batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
@@ -107,7 +109,7 @@ def _search(model, inputs, max_lengths, prefix, *, beam_size, alpha, extra_lengt
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=EOS_ID,
       max_decode_length=max_decode_length, max_lengths=max_lengths,
       reorder_cache=not static_shapes, logits_mask_fn=constraint and constraint.mask_logits,
-      mask_state=mask_state, forced_ids=prefix)
+      mask_state=mask_state, forced_ids=prefix, not_after_forced=not_after_prefix)
   return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
 
 

@@ -241,7 +241,9 @@ class Translator(tf.Module):
     ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
                                extra_length=s.extra_length, max_lengths=max_lengths,
                                constraint=self.constraint, static_shapes=self.jit_compile,
-                               shortlist=self.vocabulary_shortlist, prefix=prefix)
+                               shortlist=self.vocabulary_shortlist, prefix=prefix,
+                               not_after_prefix=None if prefix is None else
+                               self.tokenizer.continues_word(tf.range(self.model.vocab_size)))
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
