@@ -31,12 +31,18 @@ def read_lines(raw_dir, lang):
     return [line.rstrip("\n") for line in f]
 
 
-def main():
+def run_parser(doc):
+  """A bench's flags for one trained run and Multi30k's raw files: --model_dir, --raw_dir."""
   here = os.path.dirname(os.path.abspath(__file__))
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = argparse.ArgumentParser(description=doc.split("\n")[0])
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--raw_dir", default=os.path.join(here, "..", "..", "shared", "data",
                                                         "multi30k"))
+  return parser
+
+
+def main():
+  parser = run_parser(__doc__)
   parser.add_argument("--configs", default="none,bf16,none+shortlist,bf16+shortlist")
   parser.add_argument("--rounds", type=int, default=2)
   args = parser.parse_args()

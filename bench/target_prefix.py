@@ -11,7 +11,6 @@ going on inside its last word: "Beim" -> "Beimagentien"). The decoding is
 t2t-lite-decode's (`Translator.translate(..., prefixes=)`: the run's best model, its beam and
 alpha, the machine's `auto` precision).
 """
-import argparse
 import json
 import os
 
@@ -20,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from t2t_lite.data import scoring  # noqa: E402
 from t2t_lite.decode import translation  # noqa: E402
 
-from multi30k_decode import read_lines  # noqa: E402
+from multi30k_decode import read_lines, run_parser  # noqa: E402
 
 
 def first_words(text, k):
@@ -34,11 +33,7 @@ def starts_with_words(output, prefix):
 
 
 def main():
-  here = os.path.dirname(os.path.abspath(__file__))
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--raw_dir", default=os.path.join(here, "..", "..", "shared", "data",
-                                                        "multi30k"))
+  parser = run_parser(__doc__)
   parser.add_argument("--words", default="1,2,3")
   args = parser.parse_args()
   sources, references = read_lines(args.raw_dir, "en"), read_lines(args.raw_dir, "de")
