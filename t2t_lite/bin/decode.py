@@ -164,8 +164,10 @@ def main(argv=None):
 def _input(args, interactive, done):
   """(the input's windows, and with --reference_file all its lines and the references)."""
   if not args.reference_file:
-    return text_lines.read_windows(args.input_file, 1 if interactive else args.window, skip=done), None, None
-  lines, references = text_lines.read_lines(args.input_file), text_lines.read_lines(args.reference_file)
+    window = 1 if interactive else args.window
+    return text_lines.read_windows(args.input_file, window, skip=done), None, None
+  lines = text_lines.read_lines(args.input_file)
+  references = text_lines.read_lines(args.reference_file)
   if len(references) != len(lines):  # Scores need every output: the input is read whole.
     raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
                               f"{args.input_file} has {len(lines)}")
@@ -196,7 +198,8 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
     try:
       for window in windows:
         start = time.perf_counter()
-        sources, prefixes = text_lines.split_prefixes(window) if args.target_prefix else (window, None)
+        sources, prefixes = (text_lines.split_prefixes(window) if args.target_prefix
+                             else (window, None))
         results = translator.decode_lines(sources, args.batch_size, progress=bar.update,
                                           first_number=number + 1, prefixes=prefixes)
         output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
