@@ -100,7 +100,8 @@ def run_trial(setup, trial):
     trial.set_user_attr("reason", f"refused: {e}")
     raise optuna.TrialPruned(f"refused: {e}") from None
   trial.set_user_attr("args", args)
-  with open(f"{model_dir}.log", "w") as log:
+  # Line-buffered: `tail -f trial_<n>.log` follows the trainer as it prints.
+  with open(f"{model_dir}.log", "w", buffering=1) as log:
     code, pruned_at, last_line = _follow(_start(args, log), trial, setup.metric, log)
   if pruned_at is not None:
     trial.set_user_attr("reason", f"pruned at step {pruned_at}")
