@@ -81,6 +81,7 @@ class Translator(tf.Module):
                          output_fn=output_fn, with_alignments=with_alignments,
                          vocabulary_shortlist=vocabulary_shortlist, **settings)
     self.loaded: Optional[loading.LoadedModel] = None  # Set by from_model_dir.
+    self._continues_word = None  # _not_after_prefix's, found the first time it is asked for.
     # autograph=False: the searches are tf.while_loops as written, and converting the model's
     # and the tokenizer's Python to graph code would cost seconds at every start for nothing.
     self._search = (tf.function(self._search_ids, jit_compile=True, autograph=False)
@@ -138,6 +139,16 @@ class Translator(tf.Module):
     other = type(self)(self.model, self.tokenizer, **dict(self._options, **changes))
     other.loaded = self.loaded
     return other
+
+  def _not_after_prefix(self):
+    """bool [V]: the pieces that may not follow a target prefix (Tokenizer.continues_word),
+    found once, eagerly, and a constant of every search with prefixes: not a regex over the
+    vocabulary at each batch, and no string op inside a search that XLA compiles."""
+    if self._continues_word is None:
+      with tf.init_scope():
+        self._continues_word = self.tokenizer.continues_word(
+            tf.range(self.model.vocab_size)).numpy()
+    return tf.constant(self._continues_word)
 
   def check_prefix(self):
     """Target prefixes are searched for: refused in one line with what cannot force them."""
@@ -243,7 +254,7 @@ class Translator(tf.Module):
                                constraint=self.constraint, static_shapes=self.jit_compile,
                                shortlist=self.vocabulary_shortlist, prefix=prefix,
                                not_after_prefix=None if prefix is None else
-                               self.tokenizer.continues_word(tf.range(self.model.vocab_size)))
+                               self._not_after_prefix())
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
