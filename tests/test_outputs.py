@@ -4,7 +4,8 @@ export share.
 
 The models are transformer_tiny with random weights on algorithmic_reverse's word vocabulary
 (no data needed), except where a model must have learned: scores of outputs that end in EOS
-alignments and target prefixes, from a model trained to reverse (800 steps, about a minute).
+alignments, target prefixes and lexical constraints, from a model trained to reverse (800
+steps, about a minute).
 """
 import json
 
@@ -213,32 +214,6 @@ def test_a_target_prefix_starts_every_output_and_is_scored_as_part_of_it(reversi
       [line_scores[0] for line_scores in scores], abs=1e-4)
 
 
-def test_decode_and_the_export_answer_target_prefixes_alike(reversing_model, tmp_path):
-  import subprocess
-  import sys
-  prefixes = ["9 9", "7", "", "6"]
-  lines = [f"{source}\t{prefix}" if prefix else source
-           for source, prefix in zip(REVERSIBLE, prefixes)] + [""]
-  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
-  settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=6", "--precision=none"]
-  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir",
-                        reversing_model, *settings, "--target_prefix", "--input_file",
-                        str(tmp_path / "in.txt"), "--no_progress"],
-                       capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0, run.stderr
-  printed = run.stdout.splitlines()
-  expected, _ = _translator(reversing_model).translate(REVERSIBLE[:4] + [""],
-                                                       prefixes=prefixes + [""])
-  assert printed == expected and printed[4] == ""
-  assert [p.split()[:len(x.split())] for p, x in zip(printed, prefixes)] == [
-      x.split() for x in prefixes]
-  path = export.export_model_dir(reversing_model, str(tmp_path / "export"), beam_size=4,
-                                 alpha=0.6, extra_length=6, precision="none", with_prefix=True)
-  served = tf1_serve(path, "translate_with_prefix", REVERSIBLE[:4] + [""],
-                     prefixes=prefixes + [""])  # TF Serving's loader
-  assert served["outputs"] == printed
-
-
 def test_target_prefixes_with_sampling_are_refused_before_anything_is_written(
     model_dirs, tmp_path, capsys):
   (tmp_path / "in.txt").write_text("3 9 4\t4\n")
@@ -247,8 +222,90 @@ def test_target_prefixes_with_sampling_are_refused_before_anything_is_written(
                           "--input_file", str(tmp_path / "in.txt"), "--output_file", str(out)])
   assert code == 2 and not out.exists()
   assert capsys.readouterr().err.splitlines()[-1] == (
-      "t2t-lite-decode: error: target prefixes with sampling: a prefix is forced in the beam "
-      "search over the whole vocabulary")
+      "t2t-lite-decode: error: target prefixes with sampling: target prefixes are forced in the "
+      "beam search over the whole vocabulary")
+
+
+# -------------------------------------------------------------------------- lexical constraints
+def _has_words(output, phrase):
+  return f" {phrase} " in f" {output} "
+
+
+def test_constrained_outputs_contain_their_phrases_and_are_scored_by_the_model(reversing_model):
+  translator = _translator(reversing_model, beam_size=4, alpha=0.6, n_best=4)
+  plain, plain_scores = translator.translate(REVERSIBLE)
+  assert translator.translate(REVERSIBLE, constraints=[[]] * 5) == (plain, plain_scores)
+  phrases = [["9 9"], ["0", "4 4"], [], ["8"], ["3 3", "5"]]
+  lists, scores = translator.translate(REVERSIBLE, constraints=phrases)
+  for row, outputs, best in zip(phrases, lists, plain):
+    assert all(_has_words(outputs[0], p) for p in row), (row, outputs)
+    assert all(not _has_words(best[0], p) for p in row)  # each phrase changed the output
+  firsts = [outputs[0] for outputs in lists]
+  assert firsts[2] == plain[2][0]  # no phrases
+  assert translator.score(REVERSIBLE, firsts)["score"] == pytest.approx(
+      [line_scores[0] for line_scores in scores], abs=1e-4)
+
+
+def _decode_process(model_dir, tmp_path, lines, flag):
+  """What t2t-lite-decode, run as a process with `flag`, prints for `lines`."""
+  import subprocess
+  import sys
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
+  settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=6", "--precision=none"]
+  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
+                        *settings, flag, "--input_file", str(tmp_path / "in.txt"),
+                        "--no_progress"], capture_output=True, text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  return run.stdout.splitlines()
+
+
+def test_decode_and_the_export_answer_prefixes_and_constraints_alike(reversing_model, tmp_path):
+  sources = REVERSIBLE[:4] + [""]
+  prefixes = ["9 9", "7", "", "6", ""]
+  phrases = [["9 9"], ["0", "4"], [], ["6"], []]
+  translator = _translator(reversing_model)
+  by_prefix = _decode_process(reversing_model, tmp_path, [
+      f"{source}\t{prefix}" if prefix else source for source, prefix in zip(sources, prefixes)],
+      "--target_prefix")
+  assert by_prefix == translator.translate(sources, prefixes=prefixes)[0]
+  assert [p.split()[:len(x.split())] for p, x in zip(by_prefix, prefixes)] == [
+      x.split() for x in prefixes] and by_prefix[4] == ""
+  by_phrases = _decode_process(reversing_model, tmp_path, [
+      "\t".join([source] + row) for source, row in zip(sources, phrases)], "--constraints")
+  assert by_phrases == translator.translate(sources, constraints=phrases)[0]
+  assert all(_has_words(o, p) for o, row in zip(by_phrases, phrases) for p in row)
+  assert by_phrases[4] == "" and by_phrases != by_prefix
+  path = export.export_model_dir(reversing_model, str(tmp_path / "export"), beam_size=4,
+                                 alpha=0.6, extra_length=6, precision="none", with_prefix=True,
+                                 with_constraints=True)
+  # TF Serving's loader
+  assert tf1_serve(path, "translate_with_prefix", sources,
+                   prefixes=prefixes)["outputs"] == by_prefix
+  padded = [row + [""] * (2 - len(row)) for row in phrases]
+  assert tf1_serve(path, "translate_with_constraints", sources,
+                   constraints=padded)["outputs"] == by_phrases
+  serve = tf.saved_model.load(path).signatures["translate_with_constraints"]
+  with pytest.raises(tf.errors.InvalidArgumentError, match="a constraint has a word that is "
+                     "not in the vocabulary"):
+    serve(inputs=tf.constant(["3 9 4"]), constraints=tf.constant([["4 x"]]))
+
+
+@pytest.mark.parametrize("flags, line, message", [
+    ([], "3 9 4\t4 x", "line 2: a constraint (4 x) has a word that is not in the model's "
+     "vocabulary"),
+    (["--extra_length=2"], "3\t1 2\t3 4", "line 2: its constraints are 4 tokens, more than its "
+     "output may have (3: its source's tokens + extra_length 2, and EOS)"),
+    (["--sample"], "3\t1", "lexical constraints with sampling: lexical constraints are forced "
+     "in the beam search over the whole vocabulary"),
+    (["--target_prefix"], "3\t1", "--target_prefix with --constraints: give one of them")])
+def test_constraints_that_cannot_be_met_are_refused_before_anything_is_written(
+    model_dirs, tmp_path, capsys, flags, line, message):
+  (tmp_path / "in.txt").write_text(f"5 6\t5\n{line}\n")
+  out = tmp_path / "out.txt"
+  code = decode_cli.main(["--model_dir", model_dirs[0], "--constraints", *flags,
+                          "--input_file", str(tmp_path / "in.txt"), "--output_file", str(out)])
+  assert code == 2 and not out.exists()
+  assert capsys.readouterr().err.splitlines()[-1] == f"t2t-lite-decode: error: {message}"
 
 
 def test_score_tool_writes_a_line_a_pair_and_the_perplexity(model_dirs, tmp_path, capsys):

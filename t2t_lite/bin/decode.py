@@ -10,8 +10,9 @@ tree). The input is read in windows of --window lines, each sorted into batches 
 length (longest first), decoded, written and flushed before the next is read; --continue_output
 finishes an interrupted decode; a terminal on stdin (or --interactive) gets each line's output
 as soon as the line is typed; with --target_prefix a line is 'source<TAB>prefix', and its
-outputs start with the prefix's words (a translator's autocompletion). An empty input line gives an
-empty output line; a line longer than the model's max_length tokens is cut to it, with a
+outputs start with the prefix's words (a translator's autocompletion); with --constraints a line
+is 'source<TAB>phrase<TAB>phrase...', and its outputs contain every phrase (terminology; refused
+naming the line where a phrase cannot be met). An empty input line gives an empty output line; a line longer than the model's max_length tokens is cut to it, with a
 warning naming the line. Beam size, alpha and the extra output length default to
 hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
 format ("i ||| output ||| score", N a line); --sample draws outputs instead (docs/decoding.md);
@@ -63,6 +64,10 @@ def parse_args(argv):
                       help="each input line is 'source<TAB>prefix': its outputs start with the "
                            "prefix's words, scored as part of them (a line without a TAB has "
                            "no prefix)")
+  parser.add_argument("--constraints", action="store_true",
+                      help="each input line is 'source<TAB>phrase<TAB>phrase...': its outputs "
+                           "contain every phrase, as whole words, in any order (lexical "
+                           "constraints, searched with dynamic beam allocation)")
   parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
   parser.add_argument("--window", type=int, default=2048,
                       help="input lines read, decoded (sorted by length into batches) and "
@@ -113,6 +118,8 @@ def main(argv=None):
     return cli.fail(PROG, f"--window must be >= 1, got {args.window}")
   if args.evalb_report and not args.reference_file:
     return cli.fail(PROG, "--evalb_report needs --reference_file")
+  if args.target_prefix and args.constraints:
+    return cli.fail(PROG, "--target_prefix with --constraints: give one of them")
   if args.continue_output and (args.output_file == "-" or args.n_best != 1
                                or args.reference_file):
     return cli.fail(PROG, "--continue_output needs an --output_file of one output a line (no "
@@ -130,7 +137,10 @@ def main(argv=None):
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
         **flags.field_values(args, translation.DecodeSettings))
     if args.target_prefix:
-      translator.check_prefix()
+      translator.check_forcing()
+    if args.constraints:  # The first window's phrases, before anything is written.
+      sources, phrases = text_lines.split_constraints(first)
+      translator.check_constraints(sources, phrases, first_number=done + 1)
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
@@ -151,8 +161,7 @@ def main(argv=None):
   finally:
     output.close()
   if references is not None:
-    if args.target_prefix:
-      lines = text_lines.split_prefixes(lines)[0]
+    lines = _split(lines, args)[0]
     scores = loaded.problem.score(lines, texts, references)
     print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
     if args.evalb_report:
@@ -173,6 +182,17 @@ def _input(args, interactive, done):
                               f"{args.input_file} has {len(lines)}")
   windows = [lines[i:i + args.window] for i in range(0, len(lines), args.window)]
   return iter(windows), lines, references
+
+
+def _split(lines, args):
+  """Input lines -> (sources, decode_lines' prefixes= or constraints= from their TAB fields)."""
+  if args.target_prefix:
+    sources, prefixes = text_lines.split_prefixes(lines)
+    return sources, {"prefixes": prefixes}
+  if args.constraints:
+    sources, phrases = text_lines.split_constraints(lines)
+    return sources, {"constraints": phrases}
+  return lines, {}
 
 
 def _log_start(translator, total, done, output_file):
@@ -198,10 +218,9 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
     try:
       for window in windows:
         start = time.perf_counter()
-        sources, prefixes = (text_lines.split_prefixes(window) if args.target_prefix
-                             else (window, None))
+        sources, forced = _split(window, args)
         results = translator.decode_lines(sources, args.batch_size, progress=bar.update,
-                                          first_number=number + 1, prefixes=prefixes)
+                                          first_number=number + 1, **forced)
         output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
                                   first=number))
         if interactive and args.verbose:

@@ -43,6 +43,9 @@ def parse_args(argv):
   parser.add_argument("--target_prefix", action="store_true",
                       help="also export the translate_with_prefix signature: inputs and "
                            "target prefixes in, outputs that start with their prefixes out")
+  parser.add_argument("--constraints", action="store_true",
+                      help="also export the translate_with_constraints signature: inputs and "
+                           "target phrases in, outputs that contain them out")
   parser.add_argument("--format", default="savedmodel", choices=["savedmodel", "ctranslate2"],
                       help="savedmodel: TF Serving's versioned SavedModel; ctranslate2: a "
                            "CTranslate2 model directory (docs/serving.md)")
@@ -68,9 +71,10 @@ def _export(args):
   """The export --format asks for -> its path."""
   settings = flags.field_values(args, translation.DecodeSettings)
   if args.format == "ctranslate2":
-    if args.target_prefix:
-      raise export.ExportError("--target_prefix is a SavedModel signature; CTranslate2 takes "
-                               "target_prefix= in translate_batch")
+    if args.target_prefix or args.constraints:
+      raise export.ExportError("--target_prefix and --constraints are SavedModel signatures; "
+                               "CTranslate2 takes target_prefix= in translate_batch and has no "
+                               "lexical constraints")
     return ctranslate2_export.export_model_dir(
         flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
         quantization=args.quantization or "none", max_input_length=args.max_input_length,
@@ -81,7 +85,8 @@ def _export(args):
   return export.export_model_dir(
       flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
       max_input_length=args.max_input_length, precision=args.precision,
-      with_alignments=args.with_alignments, with_prefix=args.target_prefix, **settings)
+      with_alignments=args.with_alignments, with_prefix=args.target_prefix,
+      with_constraints=args.constraints, **settings)
 
 
 if __name__ == "__main__":

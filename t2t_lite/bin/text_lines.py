@@ -197,3 +197,10 @@ def split_prefixes(lines):
   has the empty prefix."""
   pairs = [line.split("\t", 1) if "\t" in line else (line, "") for line in lines]
   return [source for source, _ in pairs], [prefix for _, prefix in pairs]
+
+
+def split_constraints(lines):
+  """--constraints' lines, 'source<TAB>phrase<TAB>phrase...' -> (sources, each line's list of
+  phrases); a blank field (say a trailing TAB) is no phrase."""
+  fields = [line.split("\t") for line in lines]
+  return [f[0] for f in fields], [[p for p in f[1:] if p.strip()] for f in fields]

@@ -17,7 +17,9 @@ Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alph
 |Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
 or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
 A forced prefix (a translator's first words) is the only expansion of its steps, scored with
-the model's own log-probabilities: the prefix is part of the output and of its score.
+the model's own log-probabilities: the prefix is part of the output and of its score. With
+lexical constraints (phrases every output contains, lexical.py) the 2K expansions are chosen
+by dynamic beam allocation instead, and the live ones taken in its order.
 
 The cache follows its hypotheses: by default every changed leaf is gathered by parent beam after
 each step (flax, tensor2tensor); with reorder_cache=False nothing is copied and the step function
@@ -29,7 +31,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-NEG_INF = -1.0e7  # Finite "log 0": -inf would turn into NaN in 0 * -inf or -inf - -inf.
+from t2t_lite.decode import lexical
+# Finite "log 0": -inf would turn into NaN in 0 * -inf or -inf - -inf.
+NEG_INF = lexical.NEG_INF
 
 
 def length_penalty(length, alpha):
@@ -48,6 +52,8 @@ class BeamState(NamedTuple):
   cache: Any  # nested structure, every leaf [B * K, ...]
   rows: tf.Tensor  # int32 [B * K, L]: the cache row holding each hypothesis' slot t.
   mask_state: Any  # the logits mask's state (nested, every leaf [B * K, ...]), or ().
+  met: Any  # lexical.State of each live hypothesis [B * K], or ().
+  finished_met: Any  # bool [B, K]: each finished hypothesis has met its constraints, or ().
 
 
 def tile_beams(x, beam_size):
@@ -128,7 +134,7 @@ def _valid(scores):
 
 def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
                 max_decode_length, max_lengths=None, reorder_cache=True, logits_mask_fn=None,
-                mask_state=(), forced_ids=None, not_after_forced=None):
+                mask_state=(), forced_ids=None, not_after_forced=None, constraints=None):
   """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
 
   Args:
@@ -165,7 +171,11 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       so scores stay log P(Y) / lp(|Y|) of the whole output. P < L, and each sentence's
       max_lengths must leave room for its prefix and EOS.
     not_after_forced: optional bool [V]: tokens that may not come right after a forced prefix
-      (pieces that would go on its last word: the prefix is whole words).
+      or a constraint phrase (pieces that would go on its last word: they are whole words).
+    constraints: optional lexical.Constraints [B, C]: target phrases every output must
+      contain (lexical constraints), searched with dynamic beam allocation (lexical.py).
+      EOS is kept out until a hypothesis has met them all; one cut at its max length may lack
+      some, and ranks after every one that has them. None: the plain search.
 
   Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
   log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
@@ -199,7 +209,12 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       done=tf.zeros([batch_size], tf.bool),
       cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
       rows=tf.tile(own_rows, [1, length]),
-      mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state))
+      mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state), met=(),
+      finished_met=())
+  if constraints is not None:  # [B*K, C], each hypothesis' constraints and what it has met.
+    constraints = lexical.Constraints(*(tile_beams(x, k) for x in constraints))
+    state = state._replace(met=lexical.initial_state(constraints, batch_size * k),
+                           finished_met=tf.zeros([batch_size, k], tf.bool))
   if forced_ids is not None:  # [B*K, L]: every step's forced token, 0 = none.
     forced_ids = tf.cast(forced_ids, tf.int32)
     forced_ids = tile_beams(tf.pad(forced_ids, [[0, 0], [0, length - tf.shape(forced_ids)[1]]]),
@@ -226,10 +241,16 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
     if forced_ids is not None:  # After the offsets: a forced token keeps its log-probability.
       logits = _forced(logits, forced_ids, i, not_after_forced)
+    if constraints is not None:  # Also after the offsets: EOS out, the rest as the model says.
+      logits = lexical.keep_out(logits, constraints, state.met, eos_id, not_after_forced)
     candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
 
-    # The 2K best expansions of the K live prefixes.
+    # The 2K best expansions of the K live prefixes (with constraints: from each bank in turn).
     top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
+    priority, met = top_logprobs, ()  # which live ones are kept first; constraints met
+    if constraints is not None:
+      top_logprobs, top_flat, priority, met, complete = lexical.allocate(
+          candidates, top_flat, constraints, state.met, batch_size=batch_size, beam_size=k)
     top_beams = top_flat // vocab  # [B, 2K]
     top_ids = top_flat % vocab  # [B, 2K]
     top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]
@@ -239,8 +260,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     ending = tf.logical_and(ending, tf.logical_not(state.done)[:, None])
 
     # Live: the K best expansions that do not end, and their caches.
-    live_candidates = tf.where(ending, NEG_INF, top_logprobs)
-    live_logprobs, live_slots = tf.math.top_k(live_candidates, k)  # [B, K]
+    _, live_slots = tf.math.top_k(tf.where(ending, NEG_INF, priority), k)  # [B, K]
+    live_logprobs = _gather_beams(tf.where(ending, NEG_INF, top_logprobs), live_slots)
     live_seqs = _gather_beams(top_seqs, live_slots)  # [B, K, L + 1]
     parent_beams = _gather_beams(top_beams, live_slots)  # [B, K]
     if reorder_cache:
@@ -252,6 +273,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
     mask_state = tf.nest.map_structure(lambda x: _gather_flat(x, parent_beams, k),
                                        new_mask_state)
+    kept = tf.reshape(live_slots + tf.range(batch_size)[:, None] * (2 * k), [-1])  # [B*K]
+    met = tf.nest.map_structure(lambda x: tf.gather(x, kept), met)  # of [B*2K] candidates
 
     # Finished: merge the ending expansions among the first K with the K kept so far.
     first_k = tf.range(2 * k) < k  # [2K]
@@ -260,6 +283,16 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     merged_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [B, 3K]
     merged_seqs = tf.concat([state.finished_seqs, top_seqs], axis=1)  # [B, 3K, L + 1]
     finished_scores, finished_slots = tf.math.top_k(merged_scores, k)  # [B, K]
+    finished_met = ()
+    if constraints is not None:  # Those cut at their max length without every phrase: last.
+      merged_met = tf.concat([state.finished_met, complete], axis=1)  # [B, 3K]
+      _, by_score = tf.math.top_k(merged_scores, 3 * k)  # TopK keeps ties in order: stable.
+      valid = _valid(merged_scores)
+      group = tf.cast(valid & merged_met, tf.float32) + tf.cast(valid, tf.float32)  # 2, 1, 0
+      _, met_first = tf.math.top_k(_gather_beams(group, by_score), k)
+      finished_slots = _gather_beams(by_score, met_first)  # [B, K]
+      finished_scores = _gather_beams(merged_scores, finished_slots)
+      finished_met = _gather_beams(merged_met, finished_slots)
     finished_seqs = _gather_beams(merged_seqs, finished_slots)
 
     # Done: the best a live prefix can still reach (log-probs only fall; the penalty is at
@@ -271,7 +304,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
     new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
                           finished_seqs=finished_seqs, finished_scores=finished_scores,
-                          done=done, cache=new_cache, rows=rows, mask_state=mask_state)
+                          done=done, cache=new_cache, rows=rows, mask_state=mask_state, met=met,
+                          finished_met=finished_met)
     return (tf.nest.map_structure(_keep_static_shape, new_state, state),)
 
   (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)

@@ -63,6 +63,15 @@ class DecodeSettings:
       raise DecodingError(f"n_best={self.n_best} is more than beam_size={self.beam_size}: a beam "
                           f"search keeps beam_size outputs; raise --beam_size")
 
+  def check_forcing(self, what, output_constraint=None):
+    """Target prefixes and lexical constraints (`what`) are forced in the beam search over the
+    whole vocabulary: refused in one line with what cannot force them."""
+    reason = ("sampling" if self.sample else "the shortlist" if self.shortlist else
+              "this problem's output constraint" if output_constraint is not None else None)
+    if reason:
+      raise DecodingError(f"{what} with {reason}: {what} are forced in the beam search over the "
+                          "whole vocabulary")
+
   @classmethod
   def resolve(cls, problem, hparams=None, **given):
     """The fields without a default (beam_size, alpha, extra_length): the argument (a flag) if

@@ -18,6 +18,9 @@ t2t-lite-decode runs (t2t_lite/decode/translation.py), so that they answer what 
   translate_with_prefix  (exported --target_prefix) inputs: string [B], prefixes: string [B]
                    target prefixes (a translator's first words; "" for none) -> as
                    serving_default, each output starting with its prefix, scored as part of it
+  translate_with_constraints  (exported --constraints) inputs: string [B], constraints:
+                   string [B, P] target phrases each output must contain ("" pads a row) ->
+                   as serving_default; a phrase that cannot be met fails the request
   translate_ids    inputs: int32 [B, S] source ids, 0-padded (an EOS, if any, ends a row)
                    -> outputs: int32 [B, L] the best output's ids, 0-padded, without EOS,
                       scores: float32 [B], truncated: bool [B]
@@ -60,17 +63,22 @@ class TranslationModule(tf.Module):
   Not XLA-compiled by default: TF Serving runs XLA:CPU only with its experimental
   --xla_cpu_compilation_enabled flag, string ops cannot be compiled, and a compiled beam search
   is compiled again for every new (batch, length) shape a client sends (docs/serving.md).
-  `jit_compile=True` compiles the search alone, for that comparison. `with_prefix`: also the
-  translate_with_prefix signature (a second search in the graph, so only when asked for).
+  `jit_compile=True` compiles the search alone, for that comparison. `with_prefix`,
+  `with_constraints`: also the translate_with_prefix and translate_with_constraints signatures
+  (each a search of its own in the graph, so only when asked for).
   """
 
-  def __init__(self, translator, *, jit_compile=False, with_prefix=False, name="translation"):
+  def __init__(self, translator, *, jit_compile=False, with_prefix=False,
+               with_constraints=False, name="translation"):
     super().__init__(name=name)
     if jit_compile != translator.jit_compile:
       translator = translator.with_options(jit_compile=jit_compile)
     if with_prefix:
-      translator.check_prefix()
+      translator.check_forcing()
+    if with_constraints:
+      translator.check_forcing("lexical constraints")
     self.translator, self.with_prefix = translator, with_prefix
+    self.with_constraints = with_constraints
     self.model, self.tokenizer = translator.model, translator.tokenizer
     self.jit_compile = bool(jit_compile)
 
@@ -81,6 +89,7 @@ class TranslationModule(tf.Module):
     return dict(translator.settings.as_kwargs(), max_input_length=translator.max_input_length,
                 vocab_size=int(self.model.vocab_size), jit_compile=self.jit_compile,
                 with_alignments=translator.with_alignments, with_prefix=self.with_prefix,
+                with_constraints=self.with_constraints,
                 precision=mixed_precision.of_model(self.model))
 
   @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
@@ -100,6 +109,13 @@ class TranslationModule(tf.Module):
     """string [B], string [B] -> as translate_text, outputs starting with their prefixes."""
     return _best(self.translator.decode_with_prefix(inputs, prefixes))
 
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([None], tf.string, name="inputs"),
+      tf.TensorSpec([None, None], tf.string, name="constraints")])
+  def translate_with_constraints(self, inputs, constraints):
+    """string [B], string [B, P] -> as translate_text, outputs containing their phrases."""
+    return _best(self.translator.decode_with_constraints(inputs, constraints))
+
   @tf.function(autograph=False,
                input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
@@ -113,6 +129,8 @@ class TranslationModule(tf.Module):
       functions["translate_n_best"] = self.translate_n_best
     if self.with_prefix:
       functions["translate_with_prefix"] = self.translate_with_prefix
+    if self.with_constraints:
+      functions["translate_with_constraints"] = self.translate_with_constraints
     return functions
 
 
@@ -195,7 +213,7 @@ def _remove(directory):
 
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_length=None,
                      jit_compile=False, precision="auto", with_alignments=False,
-                     with_prefix=False, **settings):
+                     with_prefix=False, with_constraints=False, **settings):
   """Exports the model trained in model_dir (or an ensemble: a list of model_dirs), from the
   checkpoint `checkpoint_path` names as in t2t-lite-decode (default: the run's best model when
   it kept one, else its newest checkpoint; loading.py), into an export_dir that is new, empty
@@ -205,7 +223,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   t2t-lite-decode: hparams.json's, else the problem's; max_input_length: hparams.max_length.
   precision: the graph's compute precision (mixed_precision.py; the weights stay float32);
   "auto" chooses the fastest on THIS machine: to serve on another CPU kind, give it.
-  with_prefix: also the translate_with_prefix signature (target prefixes).
+  with_prefix, with_constraints: also the translate_with_prefix signature (target prefixes),
+  the translate_with_constraints signature (lexical constraints).
   The settings file records all of them, and the checkpoint and why it was chosen. Returns
   `<export_dir>/<version>`.
   """
@@ -217,7 +236,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
       jit_compile=jit_compile, with_alignments=with_alignments, **settings)
   loaded = translator.loaded
   logger.info("exporting %s; %s", loaded.which(), loaded.computing())
-  module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix)
+  module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix,
+                             with_constraints=with_constraints)
   return save(module, export_dir, extra_info={
       "model_dir": model_dir, "checkpoint": loaded.checkpoint,
       "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.computing(),

@@ -8,13 +8,13 @@ Shapes: B sentences, S source length, K beam size, L longest output, V vocabular
 """
 import tensorflow as tf
 
-from t2t_lite.decode import beam_search
+from t2t_lite.decode import beam_search, lexical
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
           static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None,
-          not_after_prefix=None):
+          not_after_prefix=None, phrases=None):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -44,6 +44,9 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
       (its size changes with every batch; a constraint masks whole-vocabulary logits).
     prefix, not_after_prefix: beam_search's forced_ids [B, P] and not_after_forced [V] (target
       prefixes; L >= P + extra_length); not with a shortlist or a constraint.
+    phrases: optional lexical.Constraints [B, C]: target phrases every output must contain
+      (lexical constraints, beam_search's `constraints`); not with a shortlist, a constraint or
+      a prefix.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
@@ -52,25 +55,33 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist,
                   not_after_prefix=not_after_prefix)
-  if prefix is not None:  # Translator.check_prefix refuses the others in one line first.
-    assert shortlist is None and constraint is None, "a prefix, a shortlist or a constraint"
-    prefix = tf.convert_to_tensor(prefix, tf.int32)
+  if prefix is not None or phrases is not None:  # Translator.check_forcing refuses in one line.
+    assert shortlist is None and constraint is None and (prefix is None or phrases is None), (
+        "a prefix or phrases with a shortlist, a constraint or each other")
+  max_lengths = None if max_lengths is None else tf.convert_to_tensor(max_lengths, tf.int32)
+  prefix = None if prefix is None else tf.convert_to_tensor(prefix, tf.int32)
   if concurrent is None:
     concurrent = 1 if model.compute_dtype == "float32" else 2
   if max_lengths is None:  # Each sentence's own source length (EOS included) + extra_length.
     max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
     max_lengths += extra_length  # [B]
   if static_shapes or concurrent <= 1 or inputs.shape[0] == 1:
-    return _search(model, inputs, max_lengths, prefix, **settings)
+    return _search(model, inputs, max_lengths, prefix, phrases, **settings)
+  return _concurrently(model, concurrent, settings, inputs, max_lengths, prefix, phrases)
+
+
+def _concurrently(model, concurrent, settings, inputs, max_lengths, prefix, phrases):
+  """`beams` as `concurrent` searches of consecutive rows, their results concatenated."""
   sizes = _part_sizes(tf.shape(inputs)[0], concurrent)  # [concurrent], summing to B
-  parts = tf.split(inputs, sizes, num=concurrent)
-  limits = tf.split(tf.convert_to_tensor(max_lengths, tf.int32), sizes, num=concurrent)
-  prefixes = [None] * concurrent if prefix is None else tf.split(prefix, sizes, num=concurrent)
+  split = lambda x: [None] * concurrent if x is None else tf.split(x, sizes, num=concurrent)
+  phrase_parts = split(None) if phrases is None else [
+      lexical.Constraints(*part) for part in zip(*map(split, phrases))]
   # One search traced once and called for each part: a search's graph is large, and tracing
   # it once per part doubled the start-up time of every bf16 decode.
   search = tf.function(lambda *part: _search(model, *part, **settings), autograph=False,
                        reduce_retracing=True)
-  ids, scores = zip(*[search(*part) for part in zip(parts, limits, prefixes)])
+  ids, scores = zip(*[search(*part) for part in zip(split(inputs), split(max_lengths),
+                                                    split(prefix), phrase_parts)])
   return tf.concat(ids, axis=0), tf.concat(scores, axis=0)  # [B, K, L], [B, K]
 
 
@@ -80,7 +91,7 @@ def _part_sizes(batch, parts):
   return (batch + parts - 1 - tf.range(parts)) // parts
 
 
-def _search(model, inputs, max_lengths, prefix, *, beam_size, alpha, extra_length,
+def _search(model, inputs, max_lengths, prefix, phrases, *, beam_size, alpha, extra_length,
             static_shapes, constraint, shortlist, not_after_prefix):
   """`beams` as one search over all of `inputs` (max_lengths int [B] given)."""
   encoder_output, inputs_mask = model.encode(inputs, training=False)  # [B, S, D], [B, S]
@@ -109,7 +120,8 @@ def _search(model, inputs, max_lengths, prefix, *, beam_size, alpha, extra_lengt
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=EOS_ID,
       max_decode_length=max_decode_length, max_lengths=max_lengths,
       reorder_cache=not static_shapes, logits_mask_fn=constraint and constraint.mask_logits,
-      mask_state=mask_state, forced_ids=prefix, not_after_forced=not_after_prefix)
+      mask_state=mask_state, forced_ids=prefix, not_after_forced=not_after_prefix,
+      constraints=phrases)
   return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
 
 

@@ -13,29 +13,29 @@ alignments. The SavedModel's signatures are this function (t2t_lite/decode/expor
 `DecodeSettings` (decode_settings.py) says how to search, resolved in one place with one rule:
 a value given by the caller (a flag), else hparams.json's, else the problem's (section 6.1).
 `decode_with_prefix(strings [B], prefixes [B])` is the same function with a target prefix a
-sentence: its outputs start with the prefix's words (a translator's autocompletion).
+sentence: its outputs start with the prefix's words (a translator's autocompletion), and
+`decode_with_constraints(strings [B], constraints [B, P])` with up to P target phrases a
+sentence ("" for none) that its outputs contain (terminology; lexical.py).
 
 Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L output length.
 """
 import dataclasses
-import logging
 from typing import Optional
 
-import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-from t2t_lite.decode import alignment, forced_decoding, loading, sampling, search, shortlist
+from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
+from t2t_lite.decode import (alignment, forced_decoding, lexical, line_batches,
+                             loading, sampling, search, shortlist)
 # The settings' owner is decode_settings.py; its names are also translation's, where every
 # tool found them first.
 from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError  # noqa: F401
 
-logger = logging.getLogger(__name__)
 # Whitespace as Python's str.isspace() sees it (RE2's \s is ASCII only; \p{Z}: separators).
 _BLANK = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
 
 
-class Translator(tf.Module):
+class Translator(line_batches.LineDecoding, tf.Module):
   """Text in, text out, through one in-graph function (see the module docstring).
 
   Args:
@@ -91,6 +91,14 @@ class Translator(tf.Module):
     self.decode_with_prefix = tf.function(self._decode_text, autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="inputs"),
         tf.TensorSpec([None], tf.string, name="prefixes")])
+    self.decode_with_constraints = tf.function(
+        lambda inputs, constraints: self._decode_text(inputs, constraints=constraints),
+        autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
+                                          tf.TensorSpec([None, None], tf.string,
+                                                        name="constraints")])
+    self.constraint_problems = tf.function(self._constraint_problems, autograph=False,
+                                           input_signature=self.decode_with_constraints
+                                           .input_signature)
     self.decode_ids = tf.function(self._decode_ids, autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name="inputs")])
     self.score_text = tf.function(self._score_text, autograph=False, input_signature=[
@@ -150,35 +158,34 @@ class Translator(tf.Module):
             tf.range(self.model.vocab_size)).numpy()
     return tf.constant(self._continues_word)
 
-  def check_prefix(self):
-    """Target prefixes are searched for: refused in one line with what cannot force them."""
-    s = self.settings
-    what = ("sampling" if s.sample else "the shortlist" if s.shortlist else
-            "this problem's output constraint" if self.constraint is not None else None)
-    if what:
-      raise DecodingError(f"target prefixes with {what}: a prefix is forced in the beam search "
-                          "over the whole vocabulary")
+  def check_forcing(self, what="target prefixes"):
+    """Target prefixes and lexical constraints are forced in the beam search: refused in one
+    line with what cannot force them (DecodeSettings.check_forcing)."""
+    self.settings.check_forcing(what, self.constraint)
 
   beam_size = property(lambda self: self.settings.beam_size)
   alpha = property(lambda self: self.settings.alpha)
   extra_length = property(lambda self: self.settings.extra_length)
 
   # ------------------------------------------------------------------ in the graph
-  def _decode_text(self, inputs, prefixes=None):
-    """string [B] (and target prefixes string [B]) -> {"outputs": string [B, N], "scores":
-    float32 [B, N], "truncated": bool [B] (and "alignments": string [B, N], Pharaoh "s-t"
-    pairs of words)}. A blank input's output is blank, whatever its prefix."""
+  def _decode_text(self, inputs, prefixes=None, constraints=None):
+    """string [B] (and target prefixes string [B], or constraints string [B, P]) ->
+    {"outputs": string [B, N], "scores": float32 [B, N], "truncated": bool [B] (and
+    "alignments": string [B, N], Pharaoh "s-t" pairs of words)}. A blank input's output is
+    blank, whatever its prefix or constraints."""
     inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector_of_sentences")
     text = _valid_utf8(inputs)
     blank = tf.strings.regex_full_match(text, _BLANK)  # [B], as Python's not line.strip()
-    prefix_tokens = None
+    prefix_tokens = phrases = None
     if prefixes is not None:
-      self.check_prefix()
+      self.check_forcing()
       prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector_of_strings")
       with tf.control_dependencies([tf.debugging.assert_equal(
           tf.size(prefixes), tf.size(inputs), message="one prefix for each input")]):
         prefix_tokens = self.tokenizer.tokenize(_valid_utf8(prefixes))
-    result = self._decode_tokens(self.tokenizer.tokenize(text), blank, prefix_tokens)
+    if constraints is not None:
+      phrases = self._phrases(inputs, constraints)
+    result = self._decode_tokens(self.tokenizer.tokenize(text), blank, prefix_tokens, phrases)
     ids = result.pop("ids")  # [B, N, L]
     batch, n = tf.shape(ids)[0], tf.shape(ids)[1]
     flat = self.tokenizer.detokenize(tf.reshape(ids, [batch * n, -1]))  # [B*N]
@@ -202,6 +209,30 @@ class Translator(tf.Module):
     result.pop("alignments", None)
     return result
 
+  def _phrases(self, inputs, constraints):
+    """string [B], string [B, P] ("" for none) -> ragged int32 [B, P, (T)] tokens."""
+    self.check_forcing("lexical constraints")
+    constraints = tf.ensure_shape(constraints, [None, None],
+                                  name="constraints_must_be_a_matrix_of_phrases")
+    rows, width = tf.shape(constraints)[0], tf.shape(constraints)[1]
+    with tf.control_dependencies([tf.debugging.assert_equal(
+        rows, tf.size(inputs), message="one row of constraints for each input")]):
+      tokens = self.tokenizer.tokenize(_valid_utf8(tf.reshape(constraints, [-1])))  # [B*P, (T)]
+    return tf.RaggedTensor.from_uniform_row_length(
+        tokens, tf.cast(width, tokens.row_splits.dtype), nrows=tf.cast(rows, tokens.row_splits.dtype))
+
+  def _constraint_problems(self, inputs, constraints):
+    """string [B], string [B, P] -> {"unknown": bool [B], "too_long": bool [B], "tokens":
+    int32 [B], "longest": int32 [B]}: the constraints a search cannot meet (a word not in the
+    vocabulary; more tokens than the output may have, `longest` without EOS), for refusing
+    them in one line before decoding (decode_lines)."""
+    _, _, lengths = self._source(self.tokenizer.tokenize(_valid_utf8(inputs)))
+    unknown, too_long, count = lexical.problems(self._phrases(inputs, constraints), lengths,
+                                                self.settings.extra_length, UNK_ID)
+    empty = tf.equal(lengths, 0)  # A blank line's output is blank, whatever its constraints.
+    return {"unknown": unknown & ~empty, "too_long": too_long & ~empty, "tokens": count,
+            "longest": lengths + self.settings.extra_length}
+
   def _source(self, tokens, add_eos=True):
     """ragged [B, (T)] tokens without EOS -> (inputs int32 [B, S] with EOS, truncated [B],
     lengths [B] without EOS); add_eos=False: a target prefix, cut as a source."""
@@ -215,13 +246,14 @@ class Translator(tf.Module):
       inputs = tf.pad(inputs, [[0, 0], [0, (-tf.shape(inputs)[1]) % self.length_multiple]])
     return inputs, truncated, tf.cast(tokens.row_lengths(), tf.int32) - int(add_eos)
 
-  def _decode_tokens(self, tokens, blank, prefix_tokens=None):
+  def _decode_tokens(self, tokens, blank, prefix_tokens=None, phrases=None):
     """-> {"ids": int32 [B, N, L] without EOS, 0-padded, "scores" [B, N], "truncated" [B]};
     no ids and score 0 for blank or empty inputs. prefix_tokens: ragged [B, (P)] tokens every
-    output starts with; the longest output is then max(source, prefix) + extra_length."""
+    output starts with; the longest output is then max(source, prefix) + extra_length.
+    phrases: ragged [B, P, (T)], the target phrases each output contains."""
     inputs, truncated, lengths = self._source(tokens)
     empty = blank | tf.equal(lengths, 0)  # [B]
-    prefix = ()
+    prefix = () if phrases is None else (None, self._lexical(phrases, lengths, empty))
     if prefix_tokens is not None:  # Cut as sources are (a prefix is never cut silently).
       prefix, prefix_cut, prefix_lengths = self._source(prefix_tokens, add_eos=False)
       prefix = (tf.where(empty[:, None], PAD_ID, prefix),)  # [B, P]
@@ -241,7 +273,21 @@ class Translator(tf.Module):
     width = tf.reduce_max(tf.reduce_sum(tf.cast(trimmed != PAD_ID, tf.int32), axis=2))
     return dict(result, ids=trimmed[:, :, :width])
 
-  def _search_ids(self, inputs, max_lengths, prefix=None):
+  def _lexical(self, phrases, lengths, empty):
+    """ragged [B, P, (T)] phrases -> lexical.Constraints [B, C] (none for empty inputs),
+    asserted to be met (the export's only check; decode_lines refuses a line first)."""
+    unknown, too_long, _ = lexical.problems(phrases, lengths, self.settings.extra_length, UNK_ID)
+    with tf.control_dependencies([tf.debugging.assert_equal(
+        tf.reduce_any((unknown | too_long) & ~empty), False, message=(
+            "a constraint has a word that is not in the vocabulary, or a sentence's "
+            "constraints do not fit in its longest output (source tokens + extra_length)"))]):
+      ids, phrase = lexical.from_phrases(phrases)  # [B, C]
+    if self.jit_compile:  # Few widths, few XLA compilations.
+      pad = [[0, 0], [0, (-tf.shape(ids)[1]) % self.length_multiple]]
+      ids, phrase = tf.pad(ids, pad), tf.pad(phrase, pad, constant_values=-1)
+    return lexical.Constraints(ids, tf.where(empty[:, None], -1, phrase))
+
+  def _search_ids(self, inputs, max_lengths, prefix=None, phrases=None):
     s = self.settings
     # Under XLA, fixed-size key/value buffers: the only form it compiles (search.beams).
     if s.sample:
@@ -253,8 +299,8 @@ class Translator(tf.Module):
                                extra_length=s.extra_length, max_lengths=max_lengths,
                                constraint=self.constraint, static_shapes=self.jit_compile,
                                shortlist=self.vocabulary_shortlist, prefix=prefix,
-                               not_after_prefix=None if prefix is None else
-                               self._not_after_prefix())
+                               not_after_prefix=None if prefix is None and phrases is None
+                               else self._not_after_prefix(), phrases=phrases)
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):
@@ -265,75 +311,6 @@ class Translator(tf.Module):
     target_ids = self.tokenizer.tokenize(_valid_utf8(targets), add_eos=True).to_tensor(PAD_ID)
     return dict(forced_decoding.scores(self.model, inputs, target_ids, self.settings.alpha),
                 truncated=truncated)
-
-  # ------------------------------------------------------------------ in Python
-  def decode_lines(self, lines, batch_size=32, progress=None, first_number=1, prefixes=None):
-    """decode_text over `lines` in batches of `batch_size`, longest first (similar lengths
-    together, and the slowest batch found early) -> a dict of numpy arrays in input order:
-    "outputs" (str [B, N]), "scores" [B, N], "truncated" [B] (and "alignments").
-    `progress(n)` is called after each batch with the number of lines done; each line cut to
-    max_input_length gets a warning naming it (lines[0] is line `first_number`). prefixes:
-    a target prefix for each line (decode_with_prefix), or None."""
-    if prefixes is not None:
-      self.check_prefix()
-      if len(prefixes) != len(lines):
-        raise DecodingError(f"{len(prefixes)} target prefixes for {len(lines)} lines")
-    order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
-    results = {}
-    for start in range(0, len(order), batch_size):
-      chunk = order[start:start + batch_size]
-      batch = [[lines[i] for i in chunk]] + ([] if prefixes is None else [
-          [prefixes[i] for i in chunk]])
-      if self.jit_compile:  # One batch shape for XLA: padded with blank lines.
-        batch = [part + [""] * (batch_size - len(part)) for part in batch]
-      decode = self.decode_text if prefixes is None else self.decode_with_prefix
-      result = decode(*[tf.constant(part, tf.string) for part in batch])
-      for key, value in result.items():
-        value = value.numpy()[:len(chunk)]
-        if value.dtype == object:
-          value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
-        if key not in results:
-          results[key] = np.empty((len(lines),) + value.shape[1:], value.dtype)
-        results[key][chunk] = value
-      if progress:
-        progress(len(chunk))
-    self._warn_truncated(results.get("truncated", []), "line %d: longer", first_number)
-    if not lines:
-      n = self.settings.n_best
-      results = {"outputs": np.empty([0, n], object), "scores": np.empty([0, n], np.float32),
-                 "truncated": np.empty([0], bool)}
-    return results
-
-  def translate(self, lines, batch_size=32, progress=None, prefixes=None):
-    """Translates lines -> (texts, scores), in input order: one text and score a line, or with
-    n_best > 1 a list of N a line. Empty lines give "" (score 0); lines longer than
-    max_input_length tokens are cut (with a warning naming them). prefixes: the words each
-    line's outputs start with (scored as part of them), or None."""
-    results = self.decode_lines(list(lines), batch_size, progress,
-                                prefixes=None if prefixes is None else list(prefixes))
-    texts, scores = results["outputs"].tolist(), results["scores"].tolist()
-    if self.settings.n_best == 1:
-      return [t[0] for t in texts], [s[0] for s in scores]
-    return texts, scores
-
-  def score(self, sources, targets, batch_size=32):
-    """score_text over pairs, in batches -> {"logprob", "tokens", "score", "truncated"} lists
-    (empty ones for no pairs)."""
-    results = {key: [] for key in ("logprob", "tokens", "score", "truncated")}
-    for start in range(0, len(sources), batch_size):
-      out = self.score_text(tf.constant(sources[start:start + batch_size], tf.string),
-                            tf.constant(targets[start:start + batch_size], tf.string))
-      for key, value in out.items():
-        results[key].extend(value.numpy().tolist())
-    self._warn_truncated(results["truncated"], "pair %d: source longer")
-    return results
-
-  def _warn_truncated(self, truncated, what, first_number=1):
-    """One warning for each input cut to max_input_length (`what` % its number, the first
-    input's being first_number)."""
-    for i in np.flatnonzero(truncated):
-      logger.warning(what + " than %d tokens (EOS included): truncated", i + first_number,
-                     self.max_input_length)
 
 
 def _check_shortlist(jit_compile, constraint):
@@ -353,7 +330,8 @@ def _valid_utf8(strings):
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_path=None,
-              extra_length=None, batch_size=32, precision="auto", prefixes=None, **settings):
+              extra_length=None, batch_size=32, precision="auto", prefixes=None, constraints=None,
+              **settings):
   """Translates `sentences` with the model in model_dir (or an ensemble: a list of them) ->
   (texts, scores), in order.
 
@@ -365,7 +343,7 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   temperature, top_k, top_p, seed, shortlist) or Translator's options (e.g. jit_compile=True:
   the XLA-compiled search). precision: "auto" (the fastest on this machine), "none" (float32),
   "bf16" or "fp16" (mixed_precision.py). prefixes: the target words each sentence's outputs
-  start with (Translator.translate). Builds the model each call: use
+  start with; constraints: the target phrases each contains (Translator.translate). Builds the model each call: use
   `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
@@ -373,4 +351,5 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
                                          alpha=alpha, extra_length=extra_length,
                                          precision=precision, **settings)
-  return translator.translate(list(sentences), batch_size=batch_size, prefixes=prefixes)
+  return translator.translate(list(sentences), batch_size=batch_size, prefixes=prefixes,
+                              constraints=constraints)
