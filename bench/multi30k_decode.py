@@ -6,11 +6,13 @@ speed side by side. ONE JSON line.
 
 A configuration is a compute precision (t2t_lite/modeling/mixed_precision.py), "+shortlist" for
 the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run directory the first
-time). Each is what t2t-lite-decode runs (`Translator.from_model_dir(...).translate`, batches
-of 32, the run's best model, its hparams' beam and alpha): all 1,000 sentences a round, the
-configurations' rounds interleaved after an untimed warm-up of 32 sentences each. Reported per
-configuration: sacreBLEU (and the paper's tokenized BLEU) of its outputs, the median round's
-seconds with min and max, sentences/s, and how many outputs equal float32's.
+time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla). Each is what t2t-lite-decode
+runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best model, its
+hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds interleaved
+after an untimed warm-up of 32 sentences each (with +xla, of all 1,000: XLA compiles once for
+each batch shape; its seconds are reported as "compile_seconds"). Reported per configuration:
+sacreBLEU (and the paper's tokenized BLEU) of its outputs, the median round's seconds with min
+and max, sentences/s, and how many outputs equal float32's.
 """
 import argparse
 import gzip
@@ -47,12 +49,15 @@ def main():
   parser.add_argument("--rounds", type=int, default=2)
   args = parser.parse_args()
   sources, references = read_lines(args.raw_dir, "en"), read_lines(args.raw_dir, "de")
-  translators = {}
+  translators, compile_seconds = {}, {}
   for config in args.configs.split(","):
-    precision, _, extra = config.partition("+")
+    precision, *extras = config.split("+")
     translators[config] = translation.Translator.from_model_dir(
-        args.model_dir, precision=precision, shortlist=extra == "shortlist")
-    translators[config].translate(sources[:32])  # traced here, not timed
+        args.model_dir, precision=precision, shortlist="shortlist" in extras,
+        jit_compile="xla" in extras)
+    start = time.perf_counter()  # traced (and compiled) here, not timed
+    translators[config].translate(sources if "xla" in extras else sources[:32])
+    compile_seconds[config] = round(time.perf_counter() - start, 2)
   load_before = os.getloadavg()[0]
   times = {config: [] for config in translators}
   outputs = {}
@@ -69,7 +74,8 @@ def main():
     results.append({
         "config": config, "computing": translators[config].loaded.computing(),
         "bleu": round(scores["bleu"], 2), "paper_bleu": round(scores["paper_bleu"], 2),
-        "seconds": round(seconds, 2), "seconds_min_max": [round(min(times[config]), 2),
+        "seconds": round(seconds, 2), "compile_seconds": compile_seconds[config],
+        "seconds_min_max": [round(min(times[config]), 2),
                                                           round(max(times[config]), 2)],
         "sentences_per_second": round(len(sources) / seconds, 1),
         "identical_to_float32": (sum(a == b for a, b in zip(texts, reference))

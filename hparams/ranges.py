@@ -22,14 +22,16 @@ def transformer_multi30k_range():
   is free (a smaller model makes more epochs in the same minutes), with the strong dropout small
   models want on Multi30k's 29k pairs, the optimiser's rate, warmup and batch, the moving
   average of the weights, and the dev decode's beam and alpha. Every d_model is divisible by
-  every num_heads."""
+  every num_heads. Rates stop at 2 and batches at 4096 tokens: the first study's trials beyond
+  them diverged or made too few steps in a CPU trial's minutes to be compared
+  (docs/benchmarks.md)."""
   return SearchSpace(
       num_layers=IntRange(2, 6), d_model=Choice([128, 256, 512]),
       d_ff=Choice([512, 1024, 2048]), num_heads=Choice([4, 8]),
       dropout=FloatRange(0.1, 0.4), attention_dropout=FloatRange(0.0, 0.2),
       label_smoothing=FloatRange(0.0, 0.2), weight_decay=FloatRange(1e-4, 0.1, log=True),
-      learning_rate=FloatRange(0.3, 3.0, log=True), warmup_steps=IntRange(400, 4000, log=True),
-      batch_size=Choice([2048, 4096, 8192]), ema_decay=FloatRange(0.99, 0.9995),
+      learning_rate=FloatRange(0.3, 2.0, log=True), warmup_steps=IntRange(400, 2000, log=True),
+      batch_size=Choice([2048, 4096]), ema_decay=FloatRange(0.99, 0.9995),
       beam_size=IntRange(1, 8), alpha=FloatRange(0.0, 1.2))
 
 
