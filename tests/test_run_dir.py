@@ -93,66 +93,55 @@ def test_two_trainers_on_one_model_dir_one_trains_then_a_killed_holder_is_taken_
 @pytest.fixture(scope="module")
 def unbroken(reverse_dir, tmp_path_factory):
   """{step: loss} of a 20-step run never stopped: what a run stopped (SIGTERM, SIGKILL) or
-  moved must log once resumed."""
+  whose data moved must log once resumed."""
   code, out, err = train(tmp_path_factory.mktemp("unbroken") / "model", reverse_dir, 20)
   assert code == 0, err
   assert sorted(losses(out)) == list(range(1, 21))
   return losses(out)
 
 
-def test_sigterm_saves_exits_0_and_the_resumed_losses_equal_an_uninterrupted_run(
+def test_a_run_stopped_by_sigterm_then_sigkilled_resumes_as_if_never_stopped(
     unbroken, reverse_dir, tmp_path):
-  steps = 16
-  stopped = start(tmp_path / "stopped", reverse_dir, steps)
+  """Pre-empted twice: SIGTERM (it saves and exits 0), then, resumed with a checkpoint at every
+  step, SIGKILL (no chance to save: the checkpoints it listed must read whole). Resumed again,
+  every step each run logged has the loss of the run never stopped."""
+  import tensorflow as tf
+  steps, model_dir = 20, tmp_path / "model"
+  stopped = start(model_dir, reverse_dir, steps)
   wait_for_line(stopped, r"^step 4/")
   stopped.send_signal(signal.SIGTERM)
   out, err = stopped.communicate(timeout=300)
   assert stopped.returncode == 0, err
   at = int(re.search(r"stopping at step (\d+): SIGTERM received", out).group(1))
   assert 4 <= at < steps and f"done: step {at} (stopped by SIGTERM)" in out
-  assert os.path.exists(tmp_path / "stopped" / f"ckpt-{at}.index")
-  code, resumed, err = train(tmp_path / "stopped", reverse_dir, steps)
-  assert code == 0, err
-  assert f"(step {at})" in resumed
-  got = losses(resumed)
-  assert sorted(got) == list(range(at + 1, steps + 1))
-  for step, loss in got.items():
-    assert loss == pytest.approx(unbroken[step], abs=1.5e-4), step  # 4 decimals printed
+  assert os.path.exists(model_dir / f"ckpt-{at}.index")
 
-
-def test_sigkill_mid_training_resumes_exactly(unbroken, reverse_dir, tmp_path):
-  import tensorflow as tf
-  steps, killed_dir = 20, tmp_path / "killed"
-  killed = subprocess.Popen(train_cmd(killed_dir, reverse_dir, steps,
-                                      "--checkpoint_every_minutes=0.000001"),
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 120
-  while time.time() < deadline and killed.poll() is None:
-    if tf.io.gfile.exists(f"{killed_dir}/checkpoint"):  # written after a checkpoint's files
-      break
-    time.sleep(0.02)
-  time.sleep(0.3)  # let it run on, and save again, a little
+  killed = start(model_dir, reverse_dir, steps, "--checkpoint_every_minutes=0.000001")
+  logged = wait_for_line(killed, rf"^step {at + 1}/")
+  assert f"restored {model_dir}/ckpt-{at} (step {at})\n" in logged
+  time.sleep(0.3)  # let it run on, and save, a little
   killed.send_signal(signal.SIGKILL)
   assert killed.wait() == -signal.SIGKILL
-  last = tf.train.get_checkpoint_state(str(killed_dir))
-  assert last is not None
+  logged = "".join(logged) + killed.stdout.read()
+  last = tf.train.get_checkpoint_state(str(model_dir))
   killed_at = int(last.model_checkpoint_path.rsplit("-", 1)[1])
-  assert 1 <= killed_at < steps
+  assert at <= killed_at < steps
   for path in last.all_model_checkpoint_paths:  # every listed checkpoint reads completely
     reader = tf.train.load_checkpoint(path)
     for name, dtype in reader.get_variable_to_dtype_map().items():
       if dtype != tf.variant:  # the input iterator's state is restored below
         reader.get_tensor(name)
-  code, out, err = train(killed_dir, reverse_dir, steps)
+
+  code, resumed, err = train(model_dir, reverse_dir, steps)
   assert code == 0, err
-  assert f"(step {killed_at})" in out
-  resumed = losses(out)
-  assert sorted(resumed) == list(range(killed_at + 1, steps + 1))
-  for step, loss in resumed.items():
+  assert f"restored {model_dir}/ckpt-{killed_at} (step {killed_at})" in resumed
+  assert sorted(losses(resumed)) == list(range(killed_at + 1, steps + 1))
+  assert min(losses(logged)) == at + 1
+  for step, loss in [*losses(logged).items(), *losses(resumed).items()]:
     # Progress lines print 4 decimals: allow one unit of rounding. Another batch or another
     # dropout mask would change the loss by far more (consecutive steps differ by ~0.05).
     assert loss == pytest.approx(unbroken[step], abs=1.5e-4), step
-  assert tf.train.latest_checkpoint(str(killed_dir)).endswith(f"ckpt-{steps}")
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith(f"ckpt-{steps}")
 
 
 # ------------------------------------------------------------------------------ damaged checkpoints
