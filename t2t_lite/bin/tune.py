@@ -77,8 +77,10 @@ def parse_args(argv=None):
 
 def _setup(args):
   """The study's TrialSetup, attributes and direction, every name and value checked (nothing
-  written). The checks that need no TensorFlow come before the imports that load it."""
+  written)."""
   import t2t_lite
+  from t2t_lite.train import model_selection
+  from t2t_lite.tune import trials
   space = t2t_lite.registry.get_ranged_hparams(args.ranged_hparams)
   config = TrainConfig(model_dir=args.study_dir, **{
       name: getattr(args, name) for name in _TRAIN_OPTIONS})
@@ -92,8 +94,6 @@ def _setup(args):
                for name in _TRAIN_OPTIONS})
   t2t_lite.get_hparams(args.hparams)
   t2t_lite.problem_settings(args.problem, args.problem_settings)  # Checks the problem too.
-  from t2t_lite.train import model_selection
-  from t2t_lite.tune import trials
   metric = model_selection.metric_name(config, t2t_lite.registry.PROBLEMS.get(args.problem),
                                        decodes=config.eval_decode_examples > 0)
   setup = trials.TrialSetup(
@@ -129,10 +129,6 @@ def main(argv=None):
     cli.print_registered(ranged=True)
     return 0
   cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
-  try:
-    setup, attrs, direction = _setup(args)
-  except T2TLiteError as e:
-    return cli.fail("t2t-lite-tune", e, e.exit_status)
   import matplotlib
   matplotlib.use("Agg")  # The pictures are files; no display.
   import optuna
@@ -143,6 +139,7 @@ def main(argv=None):
     print(line, file=sys.stderr, flush=True)
 
   try:
+    setup, attrs, direction = _setup(args)
     study = _study(args, attrs, direction)
     studies.run(study, setup, args.trials, args.heartbeat_seconds,
                 report=lambda study, trial: trial.user_attrs.get("surplus") or progress(
