@@ -16,6 +16,21 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
+# The files that take longest, first; the others after them, as collected. pytest-xdist hands
+# whole files to the workers in this order (pytest.ini's --no-loadscope-reorder: by default it
+# starts the files with the most tests first), so that no long file starts while the other
+# workers have nothing left to take. A new long file goes in here.
+LONGEST_FILES = ("test_run_dir.py", "test_bad_input.py", "test_outputs.py", "test_export.py",
+                 "test_selection.py", "test_trainer.py", "test_decoding.py", "test_parsing.py",
+                 "test_tune.py", "test_shortlist.py", "test_model.py", "test_decode_stream.py",
+                 "test_bad_decode_input.py", "test_precision_choice.py", "test_packing.py")
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config):
   """pytest's last act is a few full garbage collections (to report unraisable exceptions),

@@ -314,23 +314,6 @@ def _train(data_dir, model_dir, *flags):
                   f"--model_dir={model_dir}", "--noxla", "--eval_decode_examples=0", *flags)
 
 
-def test_a_refused_resume_changes_no_byte_of_the_run(reverse_data, tmp_path):
-  from t2t_lite.train import trainer
-  model_dir = tmp_path / "model"
-  trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
-                t2t_lite.get_hparams("transformer_tiny", REVERSE_TINY), str(reverse_data),
-                trainer.TrainConfig(model_dir=str(model_dir), train_steps=1, eval_steps=0,
-                                    xla=False, eval_decode_examples=0), log=lambda line: None)
-  before = file_hashes(model_dir)
-  # A data_dir of another vocabulary size (15 ids, not 13) for the same run.
-  code, out, err = _train(tmp_path / "twelve", model_dir, "--train_steps=2", "--eval_steps=0",
-                          "--problem_settings=num_symbols=12")
-  assert code == 2
-  assert_one_line(err, "t2t-lite-train", f"{model_dir} was trained on algorithmic_reverse data "
-                  "prepared with {'num_symbols': 10,", "not {'num_symbols': 12,")
-  assert file_hashes(model_dir) == before and "step 1/" not in out
-
-
 def test_a_problem_setting_out_of_range_is_refused_before_anything(tmp_path):
   code, out, err = _train(tmp_path / "data", tmp_path / "model",
                           "--problem_settings=num_symbols=-3")
@@ -398,6 +381,18 @@ def _reverse_run(tmp_path_factory):
 def reverse_run(_reverse_run, tmp_path):
   """A copy of that run for this test alone (its checkpoint index names them relatively)."""
   return pathlib.Path(shutil.copytree(_reverse_run, tmp_path / "run"))
+
+
+def test_a_refused_resume_changes_no_byte_of_the_run(reverse_run, tmp_path):
+  model_dir = reverse_run
+  before = file_hashes(model_dir)
+  # A data_dir of another vocabulary size (15 ids, not 13) for the same run.
+  code, out, err = _train(tmp_path / "twelve", model_dir, "--train_steps=4", "--eval_steps=0",
+                          "--problem_settings=num_symbols=12")
+  assert code == 2
+  assert_one_line(err, "t2t-lite-train", f"{model_dir} was trained on algorithmic_reverse data "
+                  "prepared with {'num_symbols': 10,", "not {'num_symbols': 12,")
+  assert file_hashes(model_dir) == before and "step 1/" not in out
 
 
 def test_a_run_of_another_problem_is_refused_before_any_data_is_prepared(reverse_run, tmp_path):

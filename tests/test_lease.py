@@ -20,7 +20,7 @@ FAST = dict(heartbeat_seconds=0.1, stale_seconds=5.0, settle_seconds=0.2)
 _HOLDER = textwrap.dedent("""
     import logging, sys, time
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    from t2t_lite.bin import cli  # first: it imports TensorFlow quietly, as the tools do
+    from t2t_lite.bin import cli  # first: TensorFlow is then imported quietly, as in the tools
     from t2t_lite.rundir import lease
     try:
       with lease.Lease(sys.argv[1], heartbeat_seconds=0.1, stale_seconds=5, settle_seconds=0.5):

@@ -14,7 +14,7 @@ import t2t_lite
 from t2t_lite.bin import train as train_cli
 from t2t_lite.decode import loading
 from t2t_lite.modeling.transformer import build_model
-from t2t_lite.rundir import checkpoints
+from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.train import averaging, optimization, trainer
 
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24,dropout=0.1"
@@ -86,7 +86,8 @@ def test_a_run_whose_metric_stalls_cools_down_from_there_and_a_resume_does_not_t
   """cooldown_patience: the learning rate falls to 0 from the evaluation where the metric
   stalled, not at the end of the budget, and the run stops when it is at 0."""
   config = dict(train_steps=1000, train_minutes=10, cooldown_minutes=0.25, cooldown_patience=1,
-                eval_steps=1, eval_every=1, eval_decode_examples=4, best_metric="dev_metric")
+                eval_steps=1, eval_every=1, eval_decode_examples=4, best_metric="dev_metric",
+                checkpoint_every_minutes=60)  # the checkpoint at the stop is the one resumed
   lines = []
   _, result = _train(tmp_path / "run", reverse_dir, metrics=[10.0, 30.0, 20.0] + [25.0] * 99,
                      log=lines.append, **config)
@@ -121,7 +122,7 @@ def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):
   model_dir = tmp_path / "run"
   command = [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
              "--hparams=transformer_tiny", f"--hparams_overrides={TINY}",
-             f"--data_dir={reverse_dir}", f"--model_dir={model_dir}", "--train_steps=12",
+             f"--data_dir={reverse_dir}", f"--model_dir={model_dir}", "--train_steps=8",
              "--eval_every=1", "--eval_steps=1", "--eval_decode_examples=0", "--noxla",
              "--log_every=1", "--seed=5", "--checkpoint_every_minutes=0.000001",
              "--best_metric=loss"]
@@ -139,7 +140,7 @@ def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):
   assert resumed.returncode == 0, resumed.stderr
   losses = {int(s): float(v) for s, v in re.findall(
       r"^eval at step (\d+): loss ([0-9.]+)", "".join(lines) + resumed.stdout, re.M)}
-  assert sorted(losses)[-1] == 12
+  assert sorted(losses)[-1] == 8
   best = json.loads((model_dir / "best" / "best.json").read_text())
   step = min(losses, key=losses.get)
   assert best["metric"] == "loss" and best["value"] == pytest.approx(losses[step], abs=1e-4)
@@ -154,26 +155,33 @@ def _snapshot_at(prefix, box, t_ref):
   return log
 
 
-def test_fine_tuning_starts_from_the_other_runs_weights(reverse_dir, tmp_path):
-  source, _ = _train(tmp_path / "source", reverse_dir, train_steps=2)
+@pytest.fixture(scope="module")
+def source_run(reverse_dir, tmp_path_factory):
+  root = tmp_path_factory.mktemp("source")
+  _train(root / "run", reverse_dir, train_steps=1)
+  return root / "run"
+
+
+def test_fine_tuning_starts_from_the_other_runs_weights(source_run, reverse_dir, tmp_path):
   # A new run's step 0: the weights when the trainer says it initialised them.
   box, holder = [], []
   log = _snapshot_at("initialised from", box, holder)
   problem = t2t_lite.get_problem("algorithmic_reverse")
   config = trainer.TrainConfig(model_dir=str(tmp_path / "tuned"), train_steps=3, eval_steps=0,
                                xla=False, seed=9, eval_decode_examples=0,
-                               init_from=str(tmp_path / "source"))
+                               init_from=str(source_run))
   holder.append(trainer.Trainer(problem, t2t_lite.get_hparams("transformer_tiny", TINY),
                                 str(reverse_dir), config, 13, log=log))
   result = holder[0].train()
   assert result["step"] == 3 and len(box) == 1
-  for ours, theirs in zip(box[0], source.model.trainable_variables):
+  source = loading.load(str(source_run), precision="none").model  # its float32 weights
+  for ours, theirs in zip(box[0], source.trainable_variables):
     np.testing.assert_array_equal(ours, theirs.numpy())
   run = json.loads((tmp_path / "tuned" / "run.json").read_text())
-  assert run["init_from"] == f"{tmp_path}/source/ckpt-2"
+  assert run["init_from"] == f"{source_run}/ckpt-1"
   # Resumed, it goes on from its own checkpoint, not from the source again.
   _, resumed = _train(tmp_path / "tuned", reverse_dir, train_steps=4, seed=9,
-                      init_from=str(tmp_path / "source"))
+                      init_from=str(source_run))
   assert [step for step, _ in resumed["losses"]] == [4]
 
 
@@ -195,13 +203,18 @@ def _multi30k_data(root, words):
 def test_fine_tuning_onto_a_new_vocabulary_keeps_the_shared_tokens_rows(tmp_path):
   old_data = _multi30k_data(tmp_path / "a", "a man rides horse the dog runs".split())
   new_data = _multi30k_data(tmp_path / "b", "a man walks the cat sleeps".split())
-  source, _ = _train(tmp_path / "source", old_data, problem="multi30k_ende", train_steps=1)
   problem = t2t_lite.get_problem("multi30k_ende")
   old, new = (problem.tokenizer(str(d)).pieces() for d in (old_data, new_data))
   shared = [p for p in new if p in old]
   assert old != new and 40 < len(shared) < len(new)
-  box, holder = [], []
   hparams = t2t_lite.get_hparams("transformer_tiny", TINY)
+  # The source: a run directory of the old vocabulary with random weights, read back as decode
+  # reads a run (a trained source: the test above).
+  run_files.write_run_files(str(tmp_path / "source"), hparams, {"problem": "multi30k_ende"},
+                            str(old_data))
+  source = build_model(hparams, len(old), seed=1)
+  tf.train.Checkpoint(model=source).save(str(tmp_path / "source" / "ckpt"))
+  box, holder = [], []
   config = trainer.TrainConfig(model_dir=str(tmp_path / "tuned"), train_steps=1, eval_steps=0,
                                xla=False, seed=9, eval_decode_examples=0,
                                init_from=str(tmp_path / "source"))
@@ -210,7 +223,7 @@ def test_fine_tuning_onto_a_new_vocabulary_keeps_the_shared_tokens_rows(tmp_path
   holder[0].train()
   model = holder[0].model
   table = box[0][[v is model.embedding.embeddings for v in model.trainable_variables].index(True)]
-  old_table = source.model.embedding.embeddings.numpy()
+  old_table = source.embedding.embeddings.numpy()
   # The rows a new model of this run draws (its seed, 9) for the tokens the source lacks.
   fresh = build_model(hparams, len(new), seed=9).embedding.embeddings.numpy()
   for i, piece in enumerate(new):
@@ -246,13 +259,6 @@ def test_the_moving_average_is_its_definition(reverse_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------ bad input
-@pytest.fixture(scope="module")
-def source_run(reverse_dir, tmp_path_factory):
-  root = tmp_path_factory.mktemp("source")
-  _train(root / "run", reverse_dir, train_steps=1)
-  return root / "run"
-
-
 @pytest.mark.parametrize("case, message", [
     ("missing", "--init_from {source}/nothing: neither a run directory nor a checkpoint (no "
                 "{source}/nothing.index)"),

@@ -1,17 +1,15 @@
 """The trainer: strategies give the same steps, runs resume exactly, failures are clear.
 
-Runs that need their own TensorFlow process (logical devices, multi-worker, SIGKILL) are
-subprocesses; the rest share this process. Models are transformer_tiny shrunk further.
+Runs that need their own TensorFlow process (logical devices, multi-worker) are subprocesses;
+the rest share this process (a SIGKILLed run's resume: tests/test_run_dir.py). Models are transformer_tiny shrunk further.
 """
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import keras
 import numpy as np
@@ -28,7 +26,6 @@ from t2t_lite.train import optimization, trainer
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,max_length=24"
 TINY_DROPOUT = TINY + ",dropout=0.2"  # dropout masks must follow the same schedule too
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
-STEP_LINE = re.compile(r"^step (\d+)/\d+\s+loss ([0-9.]+)", re.M)
 
 
 def _config(model_dir, steps, **kwargs):
@@ -297,56 +294,6 @@ def test_multi_worker_two_processes_end_with_identical_weights(reverse_dir, tmp_
   assert results[0]["norms"] == results[1]["norms"]
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-3")
   assert not tf.io.gfile.glob(f"{model_dir}/workertemp_*")
-
-
-def _cli(model_dir, reverse_dir, steps, *extra):
-  return [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
-          "--hparams=transformer_tiny", f"--hparams_overrides={TINY_DROPOUT}",
-          f"--data_dir={reverse_dir}",
-          f"--model_dir={model_dir}", f"--train_steps={steps}", "--eval_steps=0", "--noxla",
-          "--log_every=1", "--seed=5", *extra]
-
-
-def test_sigkill_mid_training_resumes_exactly(reverse_dir, tmp_path):
-  steps = 20
-  killed_dir, straight_dir = tmp_path / "killed", tmp_path / "straight"
-  straight = subprocess.Popen(_cli(straight_dir, reverse_dir, steps), env=ENV, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-  killed = subprocess.Popen(_cli(killed_dir, reverse_dir, steps,
-                                 "--checkpoint_every_minutes=0.000001"),
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 120
-  while time.time() < deadline and killed.poll() is None:
-    if tf.io.gfile.exists(f"{killed_dir}/checkpoint"):  # written after a checkpoint's files
-      break
-    time.sleep(0.02)
-  time.sleep(0.3)  # let it run on, and save again, a little
-  killed.send_signal(signal.SIGKILL)
-  assert killed.wait() == -signal.SIGKILL
-  last = tf.train.get_checkpoint_state(str(killed_dir))
-  assert last is not None
-  killed_at = int(last.model_checkpoint_path.rsplit("-", 1)[1])
-  assert 1 <= killed_at < steps
-  for path in last.all_model_checkpoint_paths:  # every listed checkpoint reads completely
-    reader = tf.train.load_checkpoint(path)
-    for name, dtype in reader.get_variable_to_dtype_map().items():
-      if dtype != tf.variant:  # the input iterator's state is restored below
-        reader.get_tensor(name)
-
-  resumed = subprocess.run(_cli(killed_dir, reverse_dir, steps), env=ENV, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
-  assert resumed.returncode == 0, resumed.stdout[-3000:]
-  assert f"(step {killed_at})" in resumed.stdout
-  straight_out = _finish(straight)
-  resumed_losses = {int(s): float(l) for s, l in STEP_LINE.findall(resumed.stdout)}
-  straight_losses = {int(s): float(l) for s, l in STEP_LINE.findall(straight_out)}
-  assert sorted(resumed_losses) == list(range(killed_at + 1, steps + 1))
-  assert sorted(straight_losses) == list(range(1, steps + 1))
-  for step, loss in resumed_losses.items():
-    # Progress lines print 4 decimals: allow one unit of rounding. Another batch or another
-    # dropout mask would change the loss by far more (consecutive steps differ by ~0.05).
-    assert loss == pytest.approx(straight_losses[step], abs=1.5e-4), step
-  assert tf.train.latest_checkpoint(str(killed_dir)).endswith(f"ckpt-{steps}")
 
 
 # ------------------------------------------------------------------------------ the CLI

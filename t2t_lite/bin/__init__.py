@@ -7,24 +7,61 @@ oneDNN / CPU-feature lines and the "failed call to cuInit" of a machine without 
 TensorFlow is imported with file descriptor 2 pointed at /dev/null: the "Could not find cuda
 drivers" line is written by absl before its logging is initialised, which no setting reaches.
 Failures still reach the user: they are Python exceptions, printed by the tools as one line.
+
+TensorFlow is not imported here but where a tool first needs it (a finder on sys.meta_path
+runs that import quietly), so that a tool can refuse bad flags and settings, which need no
+TensorFlow, before paying for loading it.
 """
+import importlib.util
 import os
 import sys
+
+
+def _stderr_to_devnull(run):
+  """run() with file descriptor 2 pointed at /dev/null."""
+  sys.stderr.flush()
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    run()
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+
+
+class _QuietTensorFlowFinder:
+  """Finds `tensorflow` the usual way, the first time anything imports it, and has its module
+  run quietly; then leaves sys.meta_path."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name != "tensorflow":
+      return None
+    sys.meta_path.remove(self)
+    spec = importlib.util.find_spec(name)
+    if spec is not None:
+      spec.loader = _QuietLoader(spec.loader)
+    return spec
+
+
+class _QuietLoader:
+  def __init__(self, loader):
+    self.loader = loader
+
+  def create_module(self, spec):
+    return self.loader.create_module(spec)
+
+  def exec_module(self, module):
+    module.__loader__ = module.__spec__.loader = self.loader  # TensorFlow's own, from now on
+    _stderr_to_devnull(lambda: self.loader.exec_module(module))
+
 
 def _quiet_tensorflow():
   if ("--verbose" in sys.argv[1:] or "TF_CPP_MIN_LOG_LEVEL" in os.environ
       or "tensorflow" in sys.modules):
     return
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  sys.stderr.flush()
-  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    import tensorflow  # noqa: F401
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
+  sys.meta_path.insert(0, _QuietTensorFlowFinder())
 
 
 _quiet_tensorflow()

@@ -64,9 +64,7 @@ def main(argv=None):
   args = parse_args(argv)
   import t2t_lite
   from t2t_lite.bin import cli
-  from t2t_lite.data import preparation
   from t2t_lite.errors import T2TLiteError
-  from t2t_lite.train import trainer
 
   if args.list:
     cli.print_registered()
@@ -75,10 +73,14 @@ def main(argv=None):
   for name in default_dirs(args):
     print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
   try:
-    problem = t2t_lite.get_problem(
-        args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
+    # The hparams and the options first: checking them needs no TensorFlow, which the
+    # problems (their plug-ins) and the trainer load.
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
     config = TrainConfig(**flags.field_values(args, TrainConfig))
+    problem = t2t_lite.get_problem(
+        args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
+    from t2t_lite.data import preparation
+    from t2t_lite.train import trainer
     result = trainer.train(
         problem, hparams, args.data_dir, config, raw_dir=args.raw_dir,
         progress_seconds=args.progress_seconds, workers=preparation.default_workers(),

@@ -77,10 +77,8 @@ def parse_args(argv=None):
 
 def _setup(args):
   """The study's TrialSetup, attributes and direction, every name and value checked (nothing
-  written)."""
+  written). The checks that need no TensorFlow come before the imports that load it."""
   import t2t_lite
-  from t2t_lite.train import model_selection
-  from t2t_lite.tune import trials
   space = t2t_lite.registry.get_ranged_hparams(args.ranged_hparams)
   config = TrainConfig(model_dir=args.study_dir, **{
       name: getattr(args, name) for name in _TRAIN_OPTIONS})
@@ -94,6 +92,8 @@ def _setup(args):
                for name in _TRAIN_OPTIONS})
   t2t_lite.get_hparams(args.hparams)
   t2t_lite.problem_settings(args.problem, args.problem_settings)  # Checks the problem too.
+  from t2t_lite.train import model_selection
+  from t2t_lite.tune import trials
   metric = model_selection.metric_name(config, t2t_lite.registry.PROBLEMS.get(args.problem),
                                        decodes=config.eval_decode_examples > 0)
   setup = trials.TrialSetup(
@@ -129,6 +129,10 @@ def main(argv=None):
     cli.print_registered(ranged=True)
     return 0
   cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
+  try:
+    setup, attrs, direction = _setup(args)
+  except T2TLiteError as e:
+    return cli.fail("t2t-lite-tune", e, e.exit_status)
   import matplotlib
   matplotlib.use("Agg")  # The pictures are files; no display.
   import optuna
@@ -139,7 +143,6 @@ def main(argv=None):
     print(line, file=sys.stderr, flush=True)
 
   try:
-    setup, attrs, direction = _setup(args)
     study = _study(args, attrs, direction)
     studies.run(study, setup, args.trials, args.heartbeat_seconds,
                 report=lambda study, trial: trial.user_attrs.get("surplus") or progress(
