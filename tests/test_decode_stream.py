@@ -52,7 +52,7 @@ def test_windows_write_what_the_whole_file_decode_writes(model_dir, tmp_path):
 
 def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(model_dir,
                                                                              tmp_path):
-  lines = _lines(600, seed=2)
+  lines = _lines(300, seed=2)
   whole, _ = _decode(model_dir, tmp_path, lines, name="whole")
   out = tmp_path / "out"
   process = subprocess.Popen(
@@ -66,7 +66,7 @@ def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(mod
   process.wait()
   partial = out.read_text()
   done = partial.count("\n")
-  assert 50 <= done < 600, "killed before the end, after 5 windows"
+  assert 50 <= done < 300, "killed before the end, after 5 windows"
   assert partial.endswith("\n") and partial.splitlines() == whole[:done]
   with open(out, "a") as f:  # As if the kill had cut a write short: a partial last line.
     f.write(whole[done][:2])
@@ -75,7 +75,7 @@ def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(mod
                           tmp_path / "in.txt", "--output_file", out, *SETTINGS,
                           "--continue_output")
   assert code == 0, err
-  assert f"INFO decoding {600 - done} lines (after the {done} already in {out})" in err
+  assert f"INFO decoding {300 - done} lines (after the {done} already in {out})" in err
   assert out.read_text().splitlines() == whole
 
 
