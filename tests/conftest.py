@@ -63,23 +63,28 @@ def ptb_dir():
   return require_shared_data("ptb_sample")
 
 
-@pytest.fixture(scope="session")
-def multi30k_data(multi30k_dir, tmp_path_factory):
-  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session: once
-  for all pytest-xdist workers, in the directory they share, the first to come preparing it
-  while the others wait on a lock (the other workers only check what it prepared)."""
+def _prepared_once(tmp_path_factory, name, *raw_dir):
+  """The data_dir of problem `name` prepared once per session: once for all pytest-xdist
+  workers, in the directory they share, the first to come preparing it while the others wait
+  on a lock (the other workers only check what it prepared)."""
   import fcntl
 
   import t2t_lite
   root = tmp_path_factory.getbasetemp()
   if os.environ.get("PYTEST_XDIST_WORKER"):
     root = root.parent  # This session's, shared by its workers.
-  data_dirs = {name: str(root / f"shared_{name}") for name in ("multi30k_ende", "multi30k_enfr")}
-  with open(root / "shared_multi30k.lock", "w") as lock:
+  data_dir = str(root / f"shared_{name}")
+  with open(root / f"shared_{name}.lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
-    for name, data_dir in data_dirs.items():
-      t2t_lite.get_problem(name).prepare(data_dir, str(multi30k_dir))
-  return data_dirs
+    t2t_lite.get_problem(name).prepare(data_dir, *map(str, raw_dir))
+  return data_dir
+
+
+@pytest.fixture(scope="session")
+def multi30k_data(multi30k_dir, tmp_path_factory):
+  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session."""
+  return {name: _prepared_once(tmp_path_factory, name, multi30k_dir)
+          for name in ("multi30k_ende", "multi30k_enfr")}
 
 
 @pytest.fixture(scope="session")
@@ -134,11 +139,9 @@ def fake_clock(monkeypatch):
 
 @pytest.fixture(scope="session")
 def reverse_dir(tmp_path_factory):
-  """algorithmic_reverse prepared with its registered settings (so the CLI can use it too)."""
-  import t2t_lite
-  data_dir = str(tmp_path_factory.mktemp("reverse_data"))
-  t2t_lite.get_problem("algorithmic_reverse").prepare(data_dir)
-  return data_dir
+  """algorithmic_reverse prepared with its registered settings (so the CLI can use it too), once
+  per session; tests that change it work on a copy."""
+  return _prepared_once(tmp_path_factory, "algorithmic_reverse")
 
 
 def _mounted_tmpfs(path, options):

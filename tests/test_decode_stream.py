@@ -38,21 +38,33 @@ def _decode(model_dir, tmp_path, lines, *flags, name="out"):
   return (tmp_path / name).read_text().splitlines(), err
 
 
-def test_windows_write_what_the_whole_file_decode_writes(model_dir, tmp_path):
-  lines = _lines(25) + [""] + _lines(6, seed=1)
-  whole, err = _decode(model_dir, tmp_path, lines, "--window=100", name="whole")
-  assert "INFO decoding 32 lines with" in err
+TYPED = ["a man rides the horse", "the dog"]  # at the terminal, in the interactive test
+
+
+@pytest.fixture(scope="module")
+def whole(model_dir, tmp_path_factory):
+  """(lines, what a decode of the whole file writes): 25 lines, an empty one, 6 more and the
+  lines the interactive test types."""
+  lines = _lines(25) + [""] + _lines(6, seed=1) + TYPED
+  outputs, err = _decode(model_dir, tmp_path_factory.mktemp("whole"), lines, "--window=100",
+                         name="whole")
+  assert "INFO decoding 34 lines with" in err
+  return lines, outputs
+
+
+def test_windows_write_what_the_whole_file_decode_writes(model_dir, whole, tmp_path):
+  lines, expected = whole
   streamed, _ = _decode(model_dir, tmp_path, lines, "--window=3", name="streamed")
-  assert streamed == whole and len(whole) == 32 and whole[25] == ""
+  assert streamed == expected and len(expected) == 34 and expected[25] == ""
   # n-best lines keep their input line numbers across windows.
   nbest, _ = _decode(model_dir, tmp_path, lines, "--window=4", "--n_best=2", name="nbest")
-  assert [int(line.split(" ||| ")[0]) for line in nbest] == [i for i in range(32) for _ in "ab"]
-  assert [line.split(" ||| ")[1] for line in nbest[::2]] == whole
+  assert [int(line.split(" ||| ")[0]) for line in nbest] == [i for i in range(34) for _ in "ab"]
+  assert [line.split(" ||| ")[1] for line in nbest[::2]] == expected
 
 
 def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(model_dir,
                                                                              tmp_path):
-  lines = _lines(600, seed=2)
+  lines = _lines(300, seed=2)
   whole, _ = _decode(model_dir, tmp_path, lines, name="whole")
   out = tmp_path / "out"
   process = subprocess.Popen(
@@ -66,7 +78,7 @@ def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(mod
   process.wait()
   partial = out.read_text()
   done = partial.count("\n")
-  assert 50 <= done < 600, "killed before the end, after 5 windows"
+  assert 50 <= done < 300, "killed before the end, after 5 windows"
   assert partial.endswith("\n") and partial.splitlines() == whole[:done]
   with open(out, "a") as f:  # As if the kill had cut a write short: a partial last line.
     f.write(whole[done][:2])
@@ -75,11 +87,12 @@ def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(mod
                           tmp_path / "in.txt", "--output_file", out, *SETTINGS,
                           "--continue_output")
   assert code == 0, err
-  assert f"INFO decoding {600 - done} lines (after the {done} already in {out})" in err
+  assert f"INFO decoding {300 - done} lines (after the {done} already in {out})" in err
   assert out.read_text().splitlines() == whole
 
 
-def test_interactive_through_a_pseudo_terminal_answers_each_line_before_the_next(model_dir):
+def test_interactive_through_a_pseudo_terminal_answers_each_line_before_the_next(model_dir,
+                                                                                  whole):
   controller, terminal = pty.openpty()
   process = subprocess.Popen(
       [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir, *SETTINGS,
@@ -92,10 +105,10 @@ def test_interactive_through_a_pseudo_terminal_answers_each_line_before_the_next
     return process.stdout.readline().decode()
 
   try:
-    os.write(controller, b"a man rides the horse\n")
+    os.write(controller, f"{TYPED[0]}\n".encode())
     first = read_line()  # before the second line is typed
     assert first.endswith("\n") and first.strip()
-    os.write(controller, b"the dog\n")
+    os.write(controller, f"{TYPED[1]}\n".encode())
     second = read_line()
     os.write(controller, b"\x04")  # Ctrl-D: end of input
     assert process.wait(timeout=60) == 0
@@ -105,12 +118,8 @@ def test_interactive_through_a_pseudo_terminal_answers_each_line_before_the_next
   err = process.stderr.read().decode()
   assert "INFO decoding stdin's lines with" in err
   assert "line 1: " in err and "line 2: " in err  # --verbose: each line's latency in ms
-  # What the same lines decode to from a pipe.
-  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
-                        *SETTINGS], env=ENV, input="a man rides the horse\nthe dog\n",
-                       capture_output=True, text=True)
-  assert run.returncode == 0, run.stderr
-  assert [first.rstrip("\n"), second.rstrip("\n")] == run.stdout.splitlines()
+  # What the same lines decode to in a file.
+  assert [first.rstrip("\n"), second.rstrip("\n")] == whole[1][-2:]
 
 
 @pytest.mark.parametrize("flags, message", [

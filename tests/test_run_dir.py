@@ -289,19 +289,17 @@ def test_model_dir_on_a_read_only_file_system_is_one_line(reverse_dir, read_only
 
 
 def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads(
-    reverse_dir, small_disk, tmp_path):
-  model_dir = small_disk / "model"
-  code, out, err = train(model_dir, reverse_dir, 1)
-  assert code == 0, err
+    _four_checkpoints_run, reverse_dir, small_disk, tmp_path):
+  model_dir = pathlib.Path(shutil.copytree(_four_checkpoints_run, small_disk / "model"))
   stat = os.statvfs(small_disk)
   free = stat.f_bavail * stat.f_frsize
   (small_disk / "filler").write_bytes(b"\0" * (free - 20000))  # leave 20 kB
-  code, out, err = train(model_dir, reverse_dir, 2)
+  code, out, err = train(model_dir, reverse_dir, 5)
   assert code == 1, err
   message = error_line(err)
-  assert message.startswith(f"saving the step 2 checkpoint in {model_dir} failed: ")
+  assert message.startswith(f"saving the step 5 checkpoint in {model_dir} failed: ")
   assert "No space left on device" in message
-  assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-1, is intact")
+  assert message.endswith(f"the last good checkpoint, {model_dir}/ckpt-4, is intact")
   assert "MB)" in message  # the size a checkpoint takes
   assert not list(model_dir.glob("*_temp")) and not list(model_dir.glob("*.tmp"))
   (small_disk / "filler").unlink()
@@ -309,7 +307,7 @@ def test_disk_full_during_a_save_is_one_line_and_the_last_checkpoint_still_loads
   run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
                         f"--input_file={tmp_path}/in.txt", "--no_progress"], env=ENV,
                        capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0 and f"{model_dir}/ckpt-1" in run.stderr, run.stderr
+  assert run.returncode == 0 and f"{model_dir}/ckpt-4" in run.stderr, run.stderr
 
 
 def test_a_run_started_with_the_in_memory_training_cache_resumes_with_it(reverse_dir, tmp_path):
