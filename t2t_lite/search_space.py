@@ -42,6 +42,10 @@ class Choice:
   def suggest(self, trial, name):
     return trial.suggest_categorical(name, list(self.values))
 
+  def parse(self, text):
+    """The value written `text`, or None if it is not one of the values."""
+    return {str(value): value for value in self.values}.get(text)
+
   def extremes(self):
     """The values whose check checks every value the range can give."""
     return self.values
@@ -66,6 +70,14 @@ class IntRange:
   def suggest(self, trial, name):
     return trial.suggest_int(name, self.low, self.high, step=self.step, log=self.log)
 
+  def parse(self, text):
+    try:
+      value = int(text)
+    except ValueError:
+      return None
+    return value if self.low <= value <= self.high and (value - self.low) % self.step == 0 \
+        else None
+
   def extremes(self):
     # Every field's valid range is an interval: its ends decide for the values between.
     return (self.low, self.high)
@@ -89,6 +101,13 @@ class FloatRange:
 
   def suggest(self, trial, name):
     return trial.suggest_float(name, self.low, self.high, log=self.log)
+
+  def parse(self, text):
+    try:
+      value = float(text)
+    except ValueError:
+      return None
+    return value if self.low <= value <= self.high else None
 
   def extremes(self):
     return (self.low, self.high)
@@ -130,6 +149,24 @@ class SearchSpace:
         except T2TLiteError as e:
           raise SearchSpaceError(f"the range of {name} ({value_range}) holds a value its field "
                                  f"refuses: {e}") from None
+
+  def values(self, text):
+    """"name=value,..." -> {name: value}: values of ranged fields that a queued trial takes
+    instead of drawing them (the others it draws); each inside its range."""
+    values = {}
+    for item in filter(str.strip, text.split(",")):
+      name, _, written = (part.strip() for part in item.partition("="))
+      if name not in self.ranges:
+        raise SearchSpaceError(f"{item.strip()!r}: {name!r} is not a ranged field"
+                               f"{did_you_mean(name, self.ranges)}")
+      value = self.ranges[name].parse(written)
+      if value is None:
+        raise SearchSpaceError(f"{item.strip()!r}: {written!r} is not a value of the range "
+                               f"{self.ranges[name]}")
+      values[name] = value
+    if not values:
+      raise SearchSpaceError(f"no name=value in {text!r}")
+    return values
 
   def sample(self, trial):
     """{name: value} drawn through `trial` (an optuna.Trial: its suggest_* methods)."""

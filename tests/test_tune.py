@@ -64,6 +64,21 @@ def test_a_range_over_an_unknown_field_or_values_it_refuses_is_refused():
     IntRange(0, 10, log=True)
 
 
+def test_queued_values_are_parsed_by_their_ranges_and_refused_outside_them():
+  space = SearchSpace(d_model=Choice([128, 256]), warmup_steps=IntRange(100, 1000, step=100),
+                      dropout=FloatRange(0.1, 0.4), share=Choice([True, False]))
+  assert space.values("d_model=256, warmup_steps=300,dropout=0.1,share=False") == {
+      "d_model": 256, "warmup_steps": 300, "dropout": 0.1, "share": False}
+  for text, message in [
+      ("d_modle=256", "'d_modle' is not a ranged field; did you mean 'd_model'?"),
+      ("d_model=512", r"'512' is not a value of the range Choice\(values=\(128, 256\)\)"),
+      ("warmup_steps=350", "'350' is not a value of the range IntRange"),
+      ("dropout=0.5", "'0.5' is not a value of the range FloatRange"),
+      ("dropout=high", "'high' is not a value"), (" , ", "no name=value in")]:
+    with pytest.raises(search_space.SearchSpaceError, match=message):
+      space.values(text)
+
+
 def test_a_combination_the_hparams_refuse_is_a_pruned_trial_and_the_study_goes_on(tmp_path):
   setup = trials.TrialSetup(
       problem="algorithmic_reverse", hparams_set="transformer_tiny",
@@ -119,7 +134,8 @@ def study(reverse_dir, tmp_path_factory):
   lets ask first. -> what each process said and did."""
   study_dir = tmp_path_factory.mktemp("tune") / "study"
   common = [*TUNE, *TINY, f"--data_dir={reverse_dir}", f"--study_dir={study_dir}"]
-  command = [*common, "--train_steps=5", "--pruner=none"]
+  command = [*common, "--train_steps=5", "--pruner=none",
+             "--enqueue=d_model=64,learning_rate=0.5"]
   pruned = [*common, "--train_steps=1000", "--pruner=threshold", "--prune_threshold=0",
             "--trials=2"]
   other = subprocess.Popen(pruned, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -157,6 +173,9 @@ def test_sigkill_of_the_tuner_then_resume_keeps_finished_trials_and_finishes(stu
   assert trials_[2].state == TrialState.FAIL and "reason" not in trials_[2].user_attrs
   assert (trials_[3].state, trials_[3].params) == (TrialState.COMPLETE, trials_[2].params)
   assert len(trials_) == 4 and sum(studies.is_finished(t) for t in trials_) == 3
+  # A's first trial was the one it queued; the resumed command did not queue it again.
+  assert [t.number for t in trials_ if t.params["learning_rate"] == 0.5] == [number]
+  assert trials_[number].params["d_model"] == 64
   ran = {int(line.split()[1]) for line in study["outputs"][0][1].splitlines()
          if line.startswith("trial ")}
   assert ran == {3}
@@ -214,14 +233,16 @@ def test_the_study_ends_with_a_table_best_overrides_command_and_pictures(study):
 
 
 def test_bad_input_is_one_line_and_writes_nothing(study, tmp_path):
-  """An unknown ranged hparams, a study of another problem, a storage that does not open: the
-  three tuners run side by side (each imports TensorFlow for seconds)."""
+  """An unknown ranged hparams, a study of another problem, a storage that does not open, a
+  queued trial's unknown field: the tuners run side by side (each imports TensorFlow for
+  seconds)."""
   before = {root: file_hashes(root) for root in (tmp_path, study["dir"])}
   runs = [subprocess.Popen([*TUNE, *args], stderr=subprocess.PIPE, text=True) for args in (
       [*TINY, "--ranged_hparams=transformer_tiny_rnge", f"--study_dir={tmp_path}/new"],
       [*study["command"][3:], "--problem=algorithmic_copy"],
       [*TINY, f"--study_dir={tmp_path}/new",
-       f"--storage=sqlite:///{tmp_path}/missing/dir/study.db"])]
+       f"--storage=sqlite:///{tmp_path}/missing/dir/study.db"],
+      [*TINY, f"--study_dir={tmp_path}/new", "--enqueue=d_model=64", "--enqueue=d_modle=32"])]
   lines = []
   for run in runs:
     err = run.communicate(timeout=120)[1]
@@ -232,5 +253,7 @@ def test_bad_input_is_one_line_and_writes_nothing(study, tmp_path):
       "'transformer_tiny_range'" in lines[0][0]
   assert "is a study of problem 'algorithmic_reverse', not 'algorithmic_copy'" in lines[1][0]
   assert f"the storage sqlite:///{tmp_path}/missing/dir/study.db does not open" in lines[2][0]
+  assert lines[3][0].endswith("'d_modle=32': 'd_modle' is not a ranged field; did you mean "
+                              "'d_model'?")
   assert {root: file_hashes(root) for root in before} == before
   assert os.listdir(tmp_path) == []

@@ -49,6 +49,10 @@ def parse_args(argv=None):
            "machines (default: sqlite:///<study_dir>/study.db)")
   add("--trials", type=int, default=20, help="finished trials the study holds in total, whichever "
                                              "worker ran them (a resumed study runs the rest)")
+  add("--enqueue", action="append", default=[], metavar="NAME=VALUE,...",
+      help="a trial to run before the sampled ones, with these values of ranged fields (the "
+           "others drawn), e.g. a recipe known to be good; repeatable, in order. A value "
+           "already queued or tried is not queued again (re-running the command resumes)")
   add("--sampler_seed", type=int, default=1, help="seed of the TPE sampler (with the trial's "
                                                   "number)")
   add("--pruner", default="median", choices=("median", "hyperband", "threshold", "none"),
@@ -104,8 +108,9 @@ def _setup(args):
   return setup, attrs, "minimize" if model_selection.lower_is_better(metric) else "maximize"
 
 
-def _study(args, attrs, direction):
-  """The study, opened (or made) in its storage; the study directory made."""
+def _study(args, queued, attrs, direction):
+  """The study, opened (or made) in its storage, the trials of --enqueue queued; the study
+  directory made."""
   from t2t_lite.tune import studies
   pruner = studies.make_pruner(args.pruner, direction, args.pruner_warmup_steps,
                                args.prune_threshold)
@@ -117,6 +122,7 @@ def _study(args, attrs, direction):
   study = studies.open_study(storage, name, attrs, direction,
                              studies.TrialSeededTPE(args.sampler_seed), pruner)
   os.makedirs(args.study_dir, exist_ok=True)
+  studies.enqueue(study, queued)
   return study
 
 
@@ -131,6 +137,7 @@ def main(argv=None):
   cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
   try:
     setup, attrs, direction = _setup(args)
+    queued = [setup.space.values(text) for text in args.enqueue]
   except T2TLiteError as e:
     return cli.fail("t2t-lite-tune", e, e.exit_status)
   import matplotlib
@@ -143,7 +150,7 @@ def main(argv=None):
     print(line, file=sys.stderr, flush=True)
 
   try:
-    study = _study(args, attrs, direction)
+    study = _study(args, queued, attrs, direction)
     studies.run(study, setup, args.trials, args.heartbeat_seconds,
                 report=lambda study, trial: trial.user_attrs.get("surplus") or progress(
                     results.trial_line(setup.metric, trial)), log=progress)

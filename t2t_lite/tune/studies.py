@@ -12,6 +12,8 @@ study holds the number asked for.
   a trainer that exited with an error), whichever workers ran them; a worker runs trials while
   the finished and running ones number fewer, waits while the running ones would make up the
   total, and returns when it is reached. A resumed study thus runs only what is missing.
+- Queued trials (--enqueue): values a user knows (the current recipe) are tried first, the
+  fields they leave out drawn; the sampler then starts from what they measured.
 - Sampling: TPE (Optuna's), seeded for each trial from the study's seed and the trial's number:
   the same seed gives the same study, a resumed one does not draw its first values again, and
   workers that start together do not draw the same ones.
@@ -134,6 +136,15 @@ def open_study(storage, name, attrs, direction, sampler, pruner):
                        f"{key} {study.user_attrs.get(key)!r}, not {attrs[key]!r}: tune in "
                        "another --study_dir (or --study_name)")
   return study
+
+
+def enqueue(study, queued):
+  """Queues a trial for each {name: value} of `queued` (in order) that no trial of the study
+  has taken or been given already: the same command run again does not queue them twice."""
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)  # Optuna's "already queued" notice.
+    for values in queued:
+      study.enqueue_trial(values, skip_if_exists=True)
 
 
 def is_finished(trial):
