@@ -218,22 +218,6 @@ def test_decode_bad_output_file_is_refused_before_decoding(model_dirs, tmp_path,
   assert err == f"t2t-lite-decode: error: {message.format(tmp=tmp_path)}\n"
 
 
-def test_export_refuses_a_2d_string_batch_with_a_clear_message(model_dirs, tmp_path):
-  import tensorflow as tf
-  code, out, err = run_tool("export", "--model_dir", model_dirs["small"], "--export_dir",
-                            tmp_path / "exports")
-  assert code == 0, err
-  loaded = tf.saved_model.load(out.strip())
-  serve = loaded.signatures["serving_default"]
-  assert serve(inputs=tf.constant(["a man", "ein hund"]))["outputs"].shape == [2]
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r"Shape of tensor inputs \[2,1\] is not compatible with expected "
-                           r"shape \[\?\]"):
-    serve(inputs=tf.constant([["a man"], ["ein hund"]]))
-  with pytest.raises(tf.errors.InvalidArgumentError, match=r"Shape of tensor inputs \[1,2,2\]"):
-    loaded.signatures["translate_ids"](inputs=tf.constant([[[3, 1], [3, 1]]]))
-
-
 def test_avg_checkpoints_refuses_checkpoints_of_another_problem(model_dirs, tmp_path):
   small = model_dirs["small"]
   other = make_model_dir(tmp_path / "enfr", small.parent / "data",

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -99,8 +100,17 @@ for signature, name, batch in requests:
   inputs = tf.constant(batch, dtype, shape=[0] if not len(batch) else None)
   result = loaded.signatures[signature](inputs=inputs)
   tf2[name] = answer(signature, name, {k: v.numpy() for k, v in result.items()})
+# Batches of the wrong rank: a client's mistake, answered with an error that says so.
+refused = {}
+for name, signature, batch in (("2d_text", "serving_default", [["a man"], ["ein hund"]]),
+                               ("3d_ids", "translate_ids", [[[3, 1], [3, 1]]])):
+  try:
+    loaded.signatures[signature](inputs=tf.constant(batch))
+    refused[name] = None
+  except Exception as e:
+    refused[name] = [type(e).__name__, str(e)]
 print(json.dumps({
-    "tf1": tf1, "tf2": tf2,
+    "tf1": tf1, "tf2": tf2, "refused": refused,
     "core_ops": sorted(core), "tf_text_ops": sorted(tf_text),
     "unregistered_ops": sorted(ops - core - tf_text), "xla_functions": xla_functions,
     "modules": sorted(m for m in sys.modules if m.split(".")[0] in
@@ -226,6 +236,17 @@ def test_translate_ids_signature_returns_the_same_best_outputs(model_dir, served
   assert [vocab.decode([t for t in row if t]) for row in ids["outputs"]] == text["outputs"][:2]
   assert ids["scores"] == pytest.approx(text["scores"][:2], abs=1e-4)
   assert all(1 not in row for row in ids["outputs"])  # EOS is not part of the output ids
+
+
+def test_a_batch_of_the_wrong_rank_is_refused_with_a_clear_message(served):
+  """A 2-D string batch ([2, 1]) and a 3-D batch of ids: refused by the signature, naming the
+  shape it expects (through the TF2 loader, in the client process above)."""
+  refused = served["refused"]
+  assert refused["2d_text"][0] == "InvalidArgumentError", refused
+  assert re.search(r"Shape of tensor inputs \[2,1\] is not compatible with expected shape "
+                   r"\[\?\]", refused["2d_text"][1]), refused
+  assert refused["3d_ids"][0] == "InvalidArgumentError", refused
+  assert re.search(r"Shape of tensor inputs \[1,2,2\]", refused["3d_ids"][1]), refused
 
 
 def test_graph_holds_only_core_tensorflow_and_tf_text_ops(served):
