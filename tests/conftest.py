@@ -190,27 +190,45 @@ def file_hashes(root):
           for path in sorted(root.rglob("*")) if path.is_file()}
 
 
-# tensorflow_text: its ops (SentencePiece's) registered, as TF Serving links them in.
+# tensorflow_text: its ops (SentencePiece's) registered, as TF Serving links them in. argv[2]: a
+# JSON list of [signature, {input name: nested lists of strings}], each answered in turn.
 _TF1_CLIENT = """import json, sys, numpy, tensorflow as tf, tensorflow_text
+text = lambda v: v.decode() if isinstance(v, bytes) else v
+answers = []
 with tf.Graph().as_default(), tf.compat.v1.Session() as s:
   g = tf.compat.v1.saved_model.loader.load(s, ['serve'], sys.argv[1])
-  sig = g.signature_def[sys.argv[2]]
-  out = s.run({k: v.name for k, v in sig.outputs.items()},
-              {sig.inputs[k].name: numpy.array(v, object)
-               for k, v in json.loads(sys.argv[3]).items()})
-text = lambda v: v.decode() if isinstance(v, bytes) else v
-print(json.dumps({k: numpy.vectorize(text, otypes=[object])(v).tolist() for k, v in out.items()}))
+  for signature, request in json.loads(sys.argv[2]):
+    sig = g.signature_def[signature]
+    try:
+      out = s.run({k: v.name for k, v in sig.outputs.items()},
+                  {sig.inputs[k].name: numpy.array(v, object) for k, v in request.items()})
+    except tf.errors.OpError as e:  # a request the export refuses
+      answers.append({"error": [type(e).__name__, e.message]})
+      continue
+    answers.append({k: numpy.vectorize(text, otypes=[object])(v).tolist()
+                    for k, v in out.items()})
+print(json.dumps(answers))
 """
+
+
+def tf1_serve_all(export_path, requests):
+  """The export's answers to `requests`, [(signature, {input name: nested lists of strings})],
+  through TF Serving's loader (the TF1 session path, by tensor name) in one fresh process that
+  loads the export once: a list of {output name: nested lists, strings decoded}, or
+  {"error": [the exception's class name, its message]} for a request the export refused."""
+  import json
+  import sys
+  run = subprocess.run([sys.executable, "-c", _TF1_CLIENT, export_path,
+                        json.dumps([[signature, request] for signature, request in requests])],
+                       capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  return json.loads(run.stdout.splitlines()[-1])
 
 
 def tf1_serve(export_path, signature, sentences, **inputs):
   """The export's answer to `sentences` (and other string inputs of the signature, e.g.
-  prefixes=[...]) through TF Serving's loader (the TF1 session path, by tensor name) in a
-  fresh process: {output name: nested lists, strings decoded}."""
-  import json
-  import sys
-  request = json.dumps(dict(inputs, inputs=list(sentences)))
-  run = subprocess.run([sys.executable, "-c", _TF1_CLIENT, export_path, signature, request],
-                       capture_output=True, text=True, check=False)
-  assert run.returncode == 0, run.stderr[-3000:]
-  return json.loads(run.stdout.splitlines()[-1])
+  prefixes=[...]) through TF Serving's loader in a fresh process (tf1_serve_all's):
+  {output name: nested lists, strings decoded}."""
+  (answer,) = tf1_serve_all(export_path, [(signature, dict(inputs, inputs=list(sentences)))])
+  assert "error" not in answer, answer
+  return answer

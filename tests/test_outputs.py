@@ -21,7 +21,7 @@ from t2t_lite.decode import ensemble, export, sampling, translation
 from t2t_lite.decode.beam_search import NEG_INF, length_penalty
 from t2t_lite.rundir.run_files import write_run_files
 
-from conftest import tf1_serve
+from conftest import tf1_serve, tf1_serve_all
 
 LINES = ["3 9 4", "1 2 3 4 5 6", "7 7 0 8", "5", "2 2 2 2 2 2 2 2"]
 
@@ -278,16 +278,15 @@ def test_decode_and_the_export_answer_prefixes_and_constraints_alike(reversing_m
   path = export.export_model_dir(reversing_model, str(tmp_path / "export"), beam_size=4,
                                  alpha=0.6, extra_length=6, precision="none", with_prefix=True,
                                  with_constraints=True)
-  # TF Serving's loader
-  assert tf1_serve(path, "translate_with_prefix", sources,
-                   prefixes=prefixes)["outputs"] == by_prefix
   padded = [row + [""] * (2 - len(row)) for row in phrases]
-  assert tf1_serve(path, "translate_with_constraints", sources,
-                   constraints=padded)["outputs"] == by_phrases
-  serve = tf.saved_model.load(path).signatures["translate_with_constraints"]
-  with pytest.raises(tf.errors.InvalidArgumentError, match="a constraint has a word that is "
-                     "not in the vocabulary"):
-    serve(inputs=tf.constant(["3 9 4"]), constraints=tf.constant([["4 x"]]))
+  # TF Serving's loader, one process for the three requests: the last one is refused.
+  prefixed, constrained, refused = tf1_serve_all(path, [
+      ("translate_with_prefix", dict(inputs=sources, prefixes=prefixes)),
+      ("translate_with_constraints", dict(inputs=sources, constraints=padded)),
+      ("translate_with_constraints", dict(inputs=["3 9 4"], constraints=[["4 x"]]))])
+  assert prefixed["outputs"] == by_prefix and constrained["outputs"] == by_phrases
+  assert refused["error"][0] == "InvalidArgumentError", refused
+  assert "a constraint has a word that is not in the vocabulary" in refused["error"][1], refused
 
 
 @pytest.mark.parametrize("flags, line, message", [
