@@ -312,21 +312,6 @@ def test_saved_model_cli_show_lists_the_string_signature(export_dir):
   assert "signature_def['translate_ids']" in shown
 
 
-def test_second_export_gets_the_next_version_and_its_settings(model_dir, export_dir):
-  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
-                             "--beam_size", "1", "--alpha", "0", "--max_input_length", "8",
-                             "--checkpoint_path", os.path.join(model_dir, "ckpt-10")])
-  assert code == 0, err
-  assert out.strip() == os.path.join(export_dir, "2")
-  with open(os.path.join(export_dir, "2", "assets.extra", export.SETTINGS_FILE)) as f:
-    settings = json.load(f)
-  assert {k: settings[k] for k in ("version", "beam_size", "alpha", "max_input_length",
-                                   "extra_length", "checkpoint")} == {
-      "version": 2, "beam_size": 1, "alpha": 0.0, "max_input_length": 8, "extra_length": 50,
-      "checkpoint": os.path.join(model_dir, "ckpt-10")}
-  assert not [name for name in os.listdir(export_dir) if name.startswith(".tmp")]
-
-
 def test_next_version_is_one_more_than_the_largest_integer_directory(tmp_path):
   assert export.next_version(str(tmp_path / "new")) == 1
   for name in ("1", "7", "10", "notes", ".tmp-11", "3.old"):
@@ -391,19 +376,29 @@ def test_xla_compiled_beam_search_answers_the_same():
   assert compiled["scores"].numpy() == pytest.approx(plain["scores"].numpy(), abs=1e-4)
 
 
-def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp_path):
-  """--precision=bf16: bfloat16 matmuls and weights in the graph TF Serving loads (LayerNorm's
-  stay float32), no mixed bf16 x float32 product (TensorFlow runs those as the slow
-  SparseMatMul), the precision in the settings file, and `saved_model_cli run` printing what
-  `t2t-lite-decode --precision=bf16` prints."""
+def test_a_second_export_is_the_next_version_with_its_settings_and_bf16_answers_like_decode(
+    model_dir, export_dir, tmp_path):
+  """A second export into the module's export_dir: version 2, with the settings it was given
+  in its settings file. Given --precision=bf16: bfloat16 matmuls and weights in the graph TF
+  Serving loads (LayerNorm's stay float32), no mixed bf16 x float32 product (TensorFlow runs
+  those as the slow SparseMatMul), and `saved_model_cli run` printing what `t2t-lite-decode`
+  prints with the same settings."""
   import numpy as np
-  export_dir = str(tmp_path / "exports")
-  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
-                             "--extra_length", str(EXTRA_LENGTH), "--precision", "bf16"])
+  settings = ["--beam_size", "1", "--alpha", "0", "--max_input_length", "8", "--extra_length",
+              str(EXTRA_LENGTH), "--precision", "bf16"]
+  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir, *settings,
+                             "--checkpoint_path", os.path.join(model_dir, "ckpt-10")])
   assert code == 0, err
   path = out.strip()
+  assert path == os.path.join(export_dir, "2")
   with open(os.path.join(path, "assets.extra", export.SETTINGS_FILE)) as f:
-    assert json.load(f)["precision"] == "bf16"
+    recorded = json.load(f)
+  assert {k: recorded[k] for k in ("version", "beam_size", "alpha", "max_input_length",
+                                   "extra_length", "checkpoint", "precision")} == {
+      "version": 2, "beam_size": 1, "alpha": 0.0, "max_input_length": 8,
+      "extra_length": EXTRA_LENGTH, "checkpoint": os.path.join(model_dir, "ckpt-10"),
+      "precision": "bf16"}
+  assert not [name for name in os.listdir(export_dir) if name.startswith(".tmp")]
   saved_model = saved_model_pb2.SavedModel()
   with open(os.path.join(path, "saved_model.pb"), "rb") as f:
     saved_model.ParseFromString(f.read())
@@ -431,6 +426,5 @@ def test_bf16_export_is_bfloat16_and_answers_like_t2t_lite_decode(model_dir, tmp
   assert run.returncode == 0, run.stderr[-3000:]
   served = [o.decode("utf-8") for o in np.load(tmp_path / "out" / "outputs.npy",
                                                allow_pickle=True)]
-  decoded = _decode_cli(model_dir, REQUEST, tmp_path, "--extra_length", str(EXTRA_LENGTH),
-                        "--precision", "bf16")
+  decoded = _decode_cli(model_dir, REQUEST, tmp_path, *settings)
   assert served == decoded and any(served)
