@@ -54,16 +54,32 @@ def test_this_machine_is_read_from_proc_cpuinfo():
   assert not machine.tpu
 
 
+SMALL = "num_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=64"
+
+
 def _train(model_dir, data_dir, steps, *extra):
   run = subprocess.run(
       [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
-       "--hparams=transformer_tiny",
-       "--hparams_overrides=num_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=64",
+       "--hparams=transformer_tiny", f"--hparams_overrides={SMALL}",
        f"--data_dir={data_dir}", f"--model_dir={model_dir}", f"--train_steps={steps}",
        "--eval_steps=0", "--eval_decode_examples=0", "--noxla", *extra],
       env=ENV, capture_output=True, text=True, timeout=600)
   assert run.returncode == 0, run.stderr
   return run.stdout
+
+
+def _train_here(model_dir, data_dir, steps, mixed_precision):
+  """The run _train starts, trained in this process (what the tool records, as it records it):
+  for a run the test only resumes."""
+  import t2t_lite
+  from t2t_lite.train import trainer
+  trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
+                t2t_lite.get_hparams("transformer_tiny", SMALL), str(data_dir),
+                trainer.TrainConfig(model_dir=str(model_dir), train_steps=steps, eval_steps=0,
+                                    eval_decode_examples=0, xla=False,
+                                    mixed_precision=mixed_precision),
+                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": SMALL},
+                log=lambda line: None)
 
 
 def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_own(
@@ -75,7 +91,7 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
 
   # A run started in the precision auto would not choose here resumes in it, not refused.
   other = "none" if chosen == "bf16" else "bf16"
-  _train(tmp_path / "other", reverse_dir, 2, f"--mixed_precision={other}")
+  _train_here(tmp_path / "other", reverse_dir, 2, other)
   out = _train(tmp_path / "other", reverse_dir, 3)
   assert f"computing in {other} (auto: the precision this run was started in)" in out
   assert "step 3/3" in out or "done: step 3" in out
