@@ -1,5 +1,6 @@
 """A run directory nothing corrupts: one trainer per model_dir, resume checks, damaged
-checkpoints, pre-emption. Trainers run as t2t-lite-train processes, as a user starts them."""
+checkpoints, pre-emption. Trainers run as t2t-lite-train processes, as a user starts them (runs
+that tests only resume, decode or damage are trained in this process: train_here)."""
 import json
 import os
 import pathlib
@@ -38,6 +39,19 @@ def train(model_dir, data_dir, steps, *extra, **kwargs):
 def start(model_dir, data_dir, steps, *extra):
   return subprocess.Popen(train_cmd(model_dir, data_dir, steps, *extra), env=ENV, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def train_here(model_dir, data_dir, steps, problem="algorithmic_reverse", **config):
+  """The run `train` makes, trained in this process and recorded as the tool records it (its
+  hparams set and overrides): for a run that tests only resume, decode or damage, whose
+  trainer is not what they test (a process of its own would only add TensorFlow's start)."""
+  from t2t_lite.train import trainer
+  values = dict(model_dir=str(model_dir), train_steps=steps, eval_steps=0, xla=False,
+                log_every=1, seed=5, eval_decode_examples=0)
+  trainer.train(t2t_lite.get_problem(problem), t2t_lite.get_hparams("transformer_tiny", TINY),
+                str(data_dir), trainer.TrainConfig(**dict(values, **config)),
+                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": TINY},
+                log=lambda line: None)
 
 
 def losses(out):
@@ -149,8 +163,7 @@ def test_a_run_stopped_by_sigterm_then_sigkilled_resumes_as_if_never_stopped(
 @pytest.fixture(scope="module")
 def _four_checkpoints_run(reverse_dir, tmp_path_factory):
   model_dir = tmp_path_factory.mktemp("four_checkpoints") / "model"
-  code, out, err = train(model_dir, reverse_dir, 4, "--checkpoint_every_minutes=0.000001")
-  assert code == 0, err
+  train_here(model_dir, reverse_dir, 4, checkpoint_every_minutes=1e-6)  # one at every step
   assert {f"ckpt-{i}.index" for i in range(1, 5)} <= set(os.listdir(model_dir))
   return model_dir
 
@@ -251,8 +264,7 @@ def test_resume_with_a_data_dir_of_another_vocabulary_is_refused(tmp_path):
   first = _multi30k_data(tmp_path / "a", "a man rides horse the dog runs".split())
   other = _multi30k_data(tmp_path / "b", "ein mann reitet pferd der hund läuft".split())
   model_dir = tmp_path / "model"
-  code, out, err = train(model_dir, first, 1, problem="multi30k_ende")
-  assert code == 0, err
+  train_here(model_dir, first, 1, problem="multi30k_ende")
   vocab, run = (model_dir / "vocab.model").read_bytes(), (model_dir / "run.json").read_text()
   code, out, err = train(model_dir, other, 2, problem="multi30k_ende")
   assert code == 2
