@@ -63,28 +63,61 @@ def ptb_dir():
   return require_shared_data("ptb_sample")
 
 
-def _prepared_once(tmp_path_factory, name, *raw_dir):
+def _shared_root(tmp_path_factory):
+  """This session's directory, shared by its pytest-xdist workers."""
+  root = tmp_path_factory.getbasetemp()
+  return root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+
+
+def _prepared_once(tmp_path_factory, name, *raw_dir, datagen=None):
   """The data_dir of problem `name` prepared once per session: once for all pytest-xdist
   workers, in the directory they share, the first to come preparing it while the others wait
-  on a lock (the other workers only check what it prepared)."""
+  on a lock (the other workers only check what it prepared). datagen: flags with which the
+  first prepares it by running t2t-lite-datagen as a process, as a user does; what the tool
+  printed is kept in shared_<name>.datagen.json (see multi30k_datagen_run)."""
   import fcntl
+  import json
+  import sys
 
   import t2t_lite
-  root = tmp_path_factory.getbasetemp()
-  if os.environ.get("PYTEST_XDIST_WORKER"):
-    root = root.parent  # This session's, shared by its workers.
+  root = _shared_root(tmp_path_factory)
   data_dir = str(root / f"shared_{name}")
   with open(root / f"shared_{name}.lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
+    printed = root / f"shared_{name}.datagen.json"
+    if datagen is not None and not printed.exists():
+      run = subprocess.run(
+          [os.path.join(os.path.dirname(sys.executable), "t2t-lite-datagen"),
+           f"--problem={name}", f"--data_dir={data_dir}", *[f"--raw_dir={d}" for d in raw_dir],
+           *datagen], capture_output=True, text=True, timeout=900)
+      printed.write_text(json.dumps(dict(returncode=run.returncode, stdout=run.stdout,
+                                         stderr=run.stderr, flags=list(datagen))))
+    # Checks what the tool prepared (and prepares it here if the tool failed: its test says so).
     t2t_lite.get_problem(name).prepare(data_dir, *map(str, raw_dir))
   return data_dir
 
 
+# multi30k_ende is prepared by the tool, whose progress lines tests/test_progress.py checks:
+# one preparation of Multi30k (its SentencePiece vocabulary) for both.
+MULTI30K_DATAGEN = ("--progress_seconds=0.1",)
+
+
 @pytest.fixture(scope="session")
 def multi30k_data(multi30k_dir, tmp_path_factory):
-  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session."""
-  return {name: _prepared_once(tmp_path_factory, name, multi30k_dir)
+  """{"multi30k_ende": data_dir, "multi30k_enfr": data_dir}, prepared once per session
+  (multi30k_ende by a t2t-lite-datagen process: multi30k_datagen_run)."""
+  return {name: _prepared_once(tmp_path_factory, name, multi30k_dir,
+                               datagen=MULTI30K_DATAGEN if name == "multi30k_ende" else None)
           for name in ("multi30k_ende", "multi30k_enfr")}
+
+
+@pytest.fixture(scope="session")
+def multi30k_datagen_run(multi30k_data, tmp_path_factory):
+  """What the t2t-lite-datagen process that prepared multi30k_data's multi30k_ende (with
+  MULTI30K_DATAGEN's flags) printed: {"returncode", "stdout", "stderr", "flags"}."""
+  import json
+  root = _shared_root(tmp_path_factory)
+  return json.loads((root / "shared_multi30k_ende.datagen.json").read_text())
 
 
 @pytest.fixture(scope="session")

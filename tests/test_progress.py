@@ -1,9 +1,6 @@
 """Progress of long data preparation: the line format and rate limit, and t2t-lite-datagen's
 progress lines on Multi30k."""
-import os
 import re
-import subprocess
-import sys
 
 from t2t_lite.data.progress import Progress
 
@@ -56,16 +53,14 @@ PROGRESS_LINE = re.compile(
     r"ETA \d+:\d\d:\d\d$", re.M)
 
 
-def test_datagen_on_multi30k_prints_progress(multi30k_dir, tmp_path):
-  data_dir = str(tmp_path / "data")
-  run = subprocess.run(
-      [os.path.join(os.path.dirname(sys.executable), "t2t-lite-datagen"),
-       "--problem=multi30k_ende", f"--data_dir={data_dir}", f"--raw_dir={multi30k_dir}",
-       "--progress_seconds=0.1"],
-      capture_output=True, text=True, timeout=600)
-  assert run.returncode == 0, run.stderr
-  lines = PROGRESS_LINE.findall(run.stderr)
-  assert lines, run.stderr
+def test_datagen_on_multi30k_prints_progress(multi30k_datagen_run):
+  """The t2t-lite-datagen process that prepared the session's multi30k_ende (conftest's
+  multi30k_data: one preparation of Multi30k for this test and those that read the data)."""
+  run = multi30k_datagen_run
+  assert run["flags"] == ["--progress_seconds=0.1"]
+  assert run["returncode"] == 0, run["stderr"]
+  lines = PROGRESS_LINE.findall(run["stderr"])
+  assert lines, run["stderr"]
   counts = [int(count.replace(",", "")) for count, _, _ in lines]
   assert counts == sorted(set(counts)) and 0 < counts[0] and counts[-1] < 29_000
   for (_, percent, rate), count in zip(lines, counts):
@@ -73,5 +68,5 @@ def test_datagen_on_multi30k_prints_progress(multi30k_dir, tmp_path):
     assert int(rate.replace(",", "")) > 0
   for split, pairs in (("train", "29,000"), ("dev", "1,014"), ("test", "1,000")):
     assert re.search(rf"^INFO multi30k_ende {split}: {pairs} pairs in \d+:\d\d:\d\d "
-                     rf"\([\d,]+ pairs/s\)$", run.stderr, re.M), split
-  assert '"train": {"pairs": 29000, "examples": 29000, "empty": 0}' in run.stdout
+                     rf"\([\d,]+ pairs/s\)$", run["stderr"], re.M), split
+  assert '"train": {"pairs": 29000, "examples": 29000, "empty": 0}' in run["stdout"]
