@@ -79,6 +79,20 @@ def test_queued_values_are_parsed_by_their_ranges_and_refused_outside_them():
       space.values(text)
 
 
+def test_the_median_pruner_prunes_once_its_startup_trials_have_finished():
+  """A trial worse than the median at step 5 of two finished trials: pruned with 2 startup
+  trials, not with Optuna's default of 5."""
+  def pruned(startup_trials):
+    study = optuna.create_study(direction="maximize", pruner=studies.make_pruner(
+        "median", "maximize", startup_trials=startup_trials))
+    for value in (30.0, 40.0):
+      study.add_trial(optuna.trial.create_trial(value=value, intermediate_values={5: value}))
+    trial = study.ask()
+    trial.report(10.0, 5)
+    return trial.should_prune()
+  assert pruned(2) and not pruned(5)
+
+
 def test_a_combination_the_hparams_refuse_is_a_pruned_trial_and_the_study_goes_on(tmp_path):
   setup = trials.TrialSetup(
       problem="algorithmic_reverse", hparams_set="transformer_tiny",

@@ -63,6 +63,9 @@ def parse_args(argv=None):
       help="--pruner=threshold: prune a trial whose dev metric is below this (above it for a "
            "loss)")
   add("--pruner_warmup_steps", type=int, default=0, help="prune no trial before this step")
+  add("--pruner_startup_trials", type=int, default=5,
+      help="--pruner=median: prune nothing until this many trials have finished (Optuna's "
+           "default 5; fewer when each trial costs many minutes)")
   add("--heartbeat_seconds", type=int, default=60,
       help="a running trial's heartbeat; a trial silent for twice this (its worker died) is "
            "run again. The same on every worker of a study")
@@ -76,6 +79,8 @@ def parse_args(argv=None):
     parser.error("--problem, --ranged_hparams and --study_dir are required (or --list)")
   if args.trials < 1 or args.heartbeat_seconds < 1:
     parser.error("--trials and --heartbeat_seconds must be >= 1")
+  if args.pruner_startup_trials < 0:
+    parser.error("--pruner_startup_trials must be >= 0")
   return args
 
 
@@ -113,7 +118,7 @@ def _study(args, queued, attrs, direction):
   directory made."""
   from t2t_lite.tune import studies
   pruner = studies.make_pruner(args.pruner, direction, args.pruner_warmup_steps,
-                               args.prune_threshold)
+                               args.prune_threshold, args.pruner_startup_trials)
   if not args.storage:
     os.makedirs(args.study_dir, exist_ok=True)  # The default storage lives in it.
   storage = studies.open_storage(args.storage or studies.default_storage(args.study_dir),

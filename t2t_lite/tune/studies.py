@@ -104,16 +104,17 @@ class TrialSeededTPE(optuna.samplers.BaseSampler):
     self._tpe.after_trial(study, trial, state, values)
 
 
-def make_pruner(name, direction, warmup_steps=0, threshold=None):
+def make_pruner(name, direction, warmup_steps=0, threshold=None, startup_trials=5):
   """Optuna's pruner `name`: median (a trial worse than the median of the earlier
-  ones at the same step), hyperband, threshold (a value worse than `threshold`), none. None
-  before `warmup_steps`."""
+  ones at the same step, once `startup_trials` have finished), hyperband, threshold (a value
+  worse than `threshold`), none. None before `warmup_steps`."""
   if name == "threshold":
     if threshold is None:
       raise StudyError("--pruner=threshold needs --prune_threshold")
     bound = {"lower" if direction == "maximize" else "upper": threshold}
     return optuna.pruners.ThresholdPruner(**bound, n_warmup_steps=warmup_steps)
-  return {"median": lambda: optuna.pruners.MedianPruner(n_warmup_steps=warmup_steps),
+  return {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=startup_trials,
+                                                        n_warmup_steps=warmup_steps),
           "hyperband": lambda: optuna.pruners.HyperbandPruner(min_resource=max(1, warmup_steps)),
           "none": optuna.pruners.NopPruner}[name]()
 
