@@ -120,6 +120,22 @@ def multi30k_datagen_run(multi30k_data, tmp_path_factory):
   return json.loads((root / "shared_multi30k_ende.datagen.json").read_text())
 
 
+def train_in_process(problem, data_dir, model_dir, overrides, steps, **config):
+  """A transformer_tiny run (hparams `overrides`) of `steps` steps trained in this process and
+  recorded as t2t-lite-train records it (its hparams set and overrides): for a run that tests
+  only resume, decode or damage, whose trainer is not what they test (a process of its own
+  would only add TensorFlow's start). `config`: more TrainConfig fields."""
+  import t2t_lite
+  from t2t_lite.train import trainer
+  config = dict(dict(train_steps=steps, eval_steps=0, eval_decode_examples=0, xla=False),
+                **config)
+  trainer.train(t2t_lite.get_problem(problem),
+                t2t_lite.get_hparams("transformer_tiny", overrides), str(data_dir),
+                trainer.TrainConfig(model_dir=str(model_dir), **config),
+                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": overrides},
+                log=lambda line: None)
+
+
 @pytest.fixture(scope="session")
 def make_random_model_dir(tmp_path_factory):
   """-> make(name, words, checkpoint_number=1): a multi30k_ende model_dir with a 400-piece

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import file_hashes
+from conftest import file_hashes, train_in_process
 
 import t2t_lite
 
@@ -348,16 +348,10 @@ def test_a_tpu_asked_for_with_another_strategy_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def _reverse_run(tmp_path_factory):
   """A 3-step algorithmic_reverse run with a checkpoint at every step, trained once."""
-  from t2t_lite.train import trainer
   root = tmp_path_factory.mktemp("reverse_run")
-  problem = t2t_lite.get_problem("algorithmic_reverse")
-  problem.prepare(str(root / "data"))
-  trainer.train(problem, t2t_lite.get_hparams("transformer_tiny", REVERSE_TINY), str(root / "data"),
-                trainer.TrainConfig(model_dir=str(root / "run"), train_steps=3, eval_steps=0,
-                                    xla=False, eval_decode_examples=0,
-                                    checkpoint_every_minutes=1e-9),
-                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": REVERSE_TINY},
-                log=lambda line: None)
+  t2t_lite.get_problem("algorithmic_reverse").prepare(str(root / "data"))
+  train_in_process("algorithmic_reverse", root / "data", root / "run", REVERSE_TINY, 3,
+                   checkpoint_every_minutes=1e-9)
   return root / "run"
 
 

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from conftest import train_in_process
+
 from t2t_lite.modeling import mixed_precision
 from t2t_lite.modeling.mixed_precision import Machine
 
@@ -68,20 +70,6 @@ def _train(model_dir, data_dir, steps, *extra):
   return run.stdout
 
 
-def _train_here(model_dir, data_dir, steps, mixed_precision):
-  """The run _train starts, trained in this process (what the tool records, as it records it):
-  for a run the test only resumes."""
-  import t2t_lite
-  from t2t_lite.train import trainer
-  trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
-                t2t_lite.get_hparams("transformer_tiny", SMALL), str(data_dir),
-                trainer.TrainConfig(model_dir=str(model_dir), train_steps=steps, eval_steps=0,
-                                    eval_decode_examples=0, xla=False,
-                                    mixed_precision=mixed_precision),
-                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": SMALL},
-                log=lambda line: None)
-
-
 def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_own(
     reverse_dir, tmp_path):
   chosen, why = mixed_precision.resolve("auto", xla=False)
@@ -91,7 +79,8 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
 
   # A run started in the precision auto would not choose here resumes in it, not refused.
   other = "none" if chosen == "bf16" else "bf16"
-  _train_here(tmp_path / "other", reverse_dir, 2, other)
+  train_in_process("algorithmic_reverse", reverse_dir, tmp_path / "other", SMALL, 2,
+                   mixed_precision=other)  # only resumed below
   out = _train(tmp_path / "other", reverse_dir, 3)
   assert f"computing in {other} (auto: the precision this run was started in)" in out
   assert "step 3/3" in out or "done: step 3" in out

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import file_hashes
+from conftest import file_hashes, train_in_process
 
 import t2t_lite
 
@@ -42,16 +42,9 @@ def start(model_dir, data_dir, steps, *extra):
 
 
 def train_here(model_dir, data_dir, steps, problem="algorithmic_reverse", **config):
-  """The run `train` makes, trained in this process and recorded as the tool records it (its
-  hparams set and overrides): for a run that tests only resume, decode or damage, whose
-  trainer is not what they test (a process of its own would only add TensorFlow's start)."""
-  from t2t_lite.train import trainer
-  values = dict(model_dir=str(model_dir), train_steps=steps, eval_steps=0, xla=False,
-                log_every=1, seed=5, eval_decode_examples=0)
-  trainer.train(t2t_lite.get_problem(problem), t2t_lite.get_hparams("transformer_tiny", TINY),
-                str(data_dir), trainer.TrainConfig(**dict(values, **config)),
-                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": TINY},
-                log=lambda line: None)
+  """The run `train` makes, trained in this process (conftest's train_in_process)."""
+  train_in_process(problem, data_dir, model_dir, TINY, steps,
+                   **dict(dict(log_every=1, seed=5), **config))
 
 
 def losses(out):
