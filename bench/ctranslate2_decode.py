@@ -16,8 +16,8 @@ compilation, weight quantization) and timed in --rounds interleaved rounds (roun
 then round 2 of each, ...); each reports its median round, with the slowest and fastest beside it.
 
   t2t_lite     beam search as t2t-lite-decode runs it with --xla and without
-               (decode_speed.decoder: Translator.decode_ids), float32 and bf16 (the same
-               weights);
+               (decode_speed.decoder: Translator.decode_ids), float32, bf16 and int8 (the
+               same weights; int8: --precision=int8, t2t_lite/modeling/quantization.py);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
@@ -32,7 +32,7 @@ vocabulary's rare tokens would not be. "shortlist_size" is our batch vocabulary'
 
   ours_shortlist   search.beams with the shortlist (what --shortlist runs; called directly,
                    since Translator refuses a constraint beside a shortlist and EOS is masked
-                   here by one), bf16 and float32 without XLA;
+                   here by one), float32, bf16 and int8 without XLA;
   ctranslate2      use_vmap=True in int8 / int8_float32 / float32.
 
 CTranslate2's length penalty is length^alpha, ours GNMT's ((5 + length) / 6)^alpha: with every
@@ -198,7 +198,8 @@ def main():
   keras.utils.set_random_seed(0)  # as decode_speed.py: the same weights and sentences
   hparams = t2t_lite.get_hparams("transformer_base")
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
-  models["bf16"] = mixed_precision.inference_model(models["none"], "bf16")
+  for precision in ("bf16", "int8"):
+    models[precision] = mixed_precision.inference_model(models["none"], precision)
   rng = np.random.default_rng(BATCH)
   inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
   inputs[:, -1] = 1  # EOS
@@ -222,12 +223,12 @@ def main():
                          inputs[:GREEDY_SENTENCES])
     print(f"greedy outputs match: {check}", file=sys.stderr, flush=True)
     configs = [ours_config(models[precision], inputs, xla)
-               for precision in ("none", "bf16") for xla in (True, False)]
+               for precision in ("none", "bf16", "int8") for xla in (True, False)]
     configs += [ctranslate2_config(model_dir, inputs, compute_type)
                 for compute_type in CT2_COMPUTE_TYPES if compute_type in supported]
     if table is not None:
       configs += [ours_shortlist_config(models[precision], inputs, table)
-                  for precision in ("none", "bf16")]
+                  for precision in ("none", "bf16", "int8")]
       configs += [ctranslate2_config(model_dir, inputs, compute_type, use_vmap=True)
                   for compute_type in ("float32", "int8", "int8_float32")]
     for _, result in configs:

@@ -9,10 +9,10 @@ the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run direc
 time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla). Each is what t2t-lite-decode
 runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best model, its
 hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds interleaved
-after an untimed warm-up of 32 sentences each (with +xla, of all 1,000: XLA compiles once for
-each batch shape; its seconds are reported as "compile_seconds"). Reported per configuration:
-sacreBLEU (and the paper's tokenized BLEU) of its outputs, the median round's seconds with min
-and max, sentences/s, and how many outputs equal float32's.
+after an untimed warm-up of 32 sentences each (with +xla and int8, of all 1,000: XLA compiles
+once for each batch shape; its seconds are reported as "compile_seconds"). Reported per
+configuration: sacreBLEU (and the paper's tokenized BLEU) of its outputs, the median round's
+seconds with min and max, sentences/s, and how many outputs equal float32's.
 """
 import argparse
 import gzip
@@ -45,7 +45,8 @@ def run_parser(doc):
 
 def main():
   parser = run_parser(__doc__)
-  parser.add_argument("--configs", default="none,bf16,none+shortlist,bf16+shortlist")
+  parser.add_argument("--configs", default="none,bf16,int8,none+shortlist,bf16+shortlist,"
+                                            "int8+shortlist")
   parser.add_argument("--rounds", type=int, default=2)
   args = parser.parse_args()
   sources, references = read_lines(args.raw_dir, "en"), read_lines(args.raw_dir, "de")
@@ -56,7 +57,8 @@ def main():
         args.model_dir, precision=precision, shortlist="shortlist" in extras,
         jit_compile="xla" in extras)
     start = time.perf_counter()  # traced (and compiled) here, not timed
-    translators[config].translate(sources if "xla" in extras else sources[:32])
+    compiles = "xla" in extras or precision == "int8"  # int8: XLA-compiled matmuls
+    translators[config].translate(sources if compiles else sources[:32])
     compile_seconds[config] = round(time.perf_counter() - start, 2)
   load_before = os.getloadavg()[0]
   times = {config: [] for config in translators}

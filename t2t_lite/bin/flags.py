@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import typing
 
-from t2t_lite.modeling.mixed_precision import CHOICES
+from t2t_lite.modeling.mixed_precision import INFERENCE_CHOICES
 
 
 def add_model_flags(parser, ensemble=False):
@@ -27,12 +27,15 @@ def add_model_flags(parser, ensemble=False):
                            "prefix (e.g. model_dir/ckpt-1000) or a directory whose latest "
                            "checkpoint to use (e.g. an averaged one). Default: best when the run "
                            "kept one, else newest; of an ensemble, each member's")
-  parser.add_argument("--precision", default="auto", choices=list(CHOICES),
+  parser.add_argument("--precision", default="auto", choices=list(INFERENCE_CHOICES),
                       help="compute precision: auto = the fastest on this machine (printed); "
                            "none = float32; bf16 = bfloat16 matmuls with float32 softmax, "
                            "log-probabilities and beam scores (CPUs with AMX or AMD's AVX-512 "
-                           "bf16, recent GPUs, TPUs); fp16 = float16 (GPUs). The trainer's "
-                           "--mixed_precision names; any run's weights load")
+                           "bf16, recent GPUs, TPUs); fp16 = float16 (GPUs); int8 = the "
+                           "weights' matmuls in int8, weights quantized per output unit at load "
+                           "and activations per row (CPUs with VNNI or AMX-INT8; decoding only, "
+                           "not exported). The trainer's --mixed_precision names; any run's "
+                           "weights load")
 
 
 def add_fields(parser, cls, names=None):

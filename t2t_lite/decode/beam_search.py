@@ -81,12 +81,16 @@ def top_k(x, k, chunk=128):
   step). Here: the maximum of each chunk of x, the k best chunks (every one of the k best
   elements is in one of them: a chunk ranked before an element's own holds an element ranked
   before it), then TopK over those k chunks, taken in their order in x so that ties still go
-  to the lower index.
+  to the lower index. N may be unknown until run (a shortlist's size).
   """
   n = x.shape[-1]
-  if n is None or n <= k * chunk:
+  if n is not None and n <= k * chunk:
     return tf.math.top_k(x, k)
-  if n % chunk:
+  if n is None:  # padded to whole chunks, k of them at least (Pad passes x on if it fits)
+    size = tf.shape(x)[-1]
+    padding = tf.maximum(k * chunk, (size + chunk - 1) // chunk * chunk) - size
+    x = tf.pad(x, [[0, 0], [0, padding]], constant_values=-float("inf"))
+  elif n % chunk:
     x = tf.pad(x, [[0, 0], [0, -n % chunk]], constant_values=-float("inf"))
   chunks = tf.reshape(x, [tf.shape(x)[0], -1, chunk])  # [B, N / chunk, chunk]
   _, best = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)  # [B, k]
@@ -243,7 +247,9 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       logits = _forced(logits, forced_ids, i, not_after_forced)
     if constraints is not None:  # Also after the offsets: EOS out, the rest as the model says.
       logits = lexical.keep_out(logits, constraints, state.met, eos_id, not_after_forced)
-    candidates = tf.reshape(logits + offsets[:, None], [batch_size, -1])  # [B, K*V]
+    # K*V kept static where V is: top_k's chunks need a known size or a pad.
+    flat = -1 if logits.shape[-1] is None else k * logits.shape[-1]
+    candidates = tf.reshape(logits + offsets[:, None], [batch_size, flat])  # [B, K*V]
 
     # The 2K best expansions of the K live prefixes (with constraints: from each bank in turn).
     top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]

@@ -222,7 +222,9 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   `settings`: DecodeSettings' fields; beam_size, alpha and extra_length left None default as in
   t2t-lite-decode: hparams.json's, else the problem's; max_input_length: hparams.max_length.
   precision: the graph's compute precision (mixed_precision.py; the weights stay float32);
-  "auto" chooses the fastest on THIS machine: to serve on another CPU kind, give it.
+  "auto" chooses the fastest on THIS machine: to serve on another CPU kind, give it. Not int8:
+  its matmuls are XLA clusters, which TF Serving runs only when started with
+  --xla_cpu_compilation_enabled (CTranslate2's int8 is the int8 export).
   with_prefix, with_constraints: also the translate_with_prefix signature (target prefixes),
   the translate_with_constraints signature (lexical constraints).
   The settings file records all of them, and the checkpoint and why it was chosen. Returns
@@ -231,6 +233,10 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   # Before the model is loaded: a bad export_dir fails at once (created by `save` only once
   # there is a model to write, so a failed export leaves nothing behind).
   _check_export_base(export_dir)
+  if precision == "int8":
+    raise ExportError("--precision=int8 decodes with XLA-compiled matmuls that TF Serving runs "
+                      "only with --xla_cpu_compilation_enabled; export none or bf16, or "
+                      "--format=ctranslate2 --quantization=int8")
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
       jit_compile=jit_compile, with_alignments=with_alignments, **settings)

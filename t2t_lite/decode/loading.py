@@ -61,7 +61,7 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla
   search with or without `xla`). model_dir may be a list of run directories: their models
   decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
   refused unless they share problem and vocabulary."""
-  precision = mixed_precision.resolve(precision, xla)  # (name, why)
+  precision = mixed_precision.resolve(precision, xla, inference=True)  # (name, why)
   if isinstance(model_dir, (list, tuple)):
     return _load_ensemble(list(model_dir), checkpoint_path, precision)
   return _load_one(model_dir, checkpoint_path, precision)

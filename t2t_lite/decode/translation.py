@@ -342,9 +342,9 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   `settings`: DecodeSettings' other fields (n_best: N outputs a sentence, as lists; sample,
   temperature, top_k, top_p, seed, shortlist) or Translator's options (e.g. jit_compile=True:
   the XLA-compiled search). precision: "auto" (the fastest on this machine), "none" (float32),
-  "bf16" or "fp16" (mixed_precision.py). prefixes: the target words each sentence's outputs
-  start with; constraints: the target phrases each contains (Translator.translate). Builds the model each call: use
-  `Translator.from_model_dir` for many calls.
+  "bf16", "fp16" or "int8" (mixed_precision.py). prefixes: the target words each sentence's
+  outputs start with; constraints: the target phrases each contains (Translator.translate).
+  Builds the model each call: use `Translator.from_model_dir` for many calls.
   """
   if isinstance(sentences, str):
     raise DecodingError("translate() takes a list of sentences, got one string")

@@ -8,6 +8,7 @@ by the helpers below and broadcast over heads and queries.
 import keras
 import tensorflow as tf
 
+from t2t_lite.modeling import quantization
 from t2t_lite.modeling.dropout import Dropout
 
 NEG_INF = -1e9
@@ -69,6 +70,7 @@ class Projection(keras.layers.Layer):
     super().__init__(**kwargs)
     self.kernel_shape, self.bias_shape = tuple(kernel_shape), tuple(bias_shape)
     self.input_axes = input_axes
+    self.int8 = None  # an int8 model's quantization.Int8Kernel of the kernel
     self.kernel_initializer = keras.initializers.GlorotUniform(
         input_axes=list(range(input_axes)),
         output_axes=list(range(input_axes, len(self.kernel_shape))))
@@ -129,23 +131,24 @@ class MultiHeadAttention(keras.layers.Layer):
     """
     if x.shape[1] == 1 and len(layers) > 1:
       return [self._project(x, [layer])[0] for layer in layers]
-    depth = x.shape[-1]
-    kernel = tf.concat([tf.cast(layer.kernel, x.dtype) for layer in layers], axis=-1)
-    bias = tf.concat([tf.cast(layer.bias, x.dtype) for layer in layers], axis=-1)
-    flat = tf.matmul(tf.reshape(x, [-1, depth]), tf.reshape(kernel, [depth, -1]))
-    flat = tf.nn.bias_add(flat, tf.reshape(bias, [-1]))  # [B*T, H*(K+K+V)]
-    projected = tf.reshape(flat, tf.concat([tf.shape(x)[:2], tf.shape(bias)], 0))
+    depths = [layer.kernel.shape[-1] for layer in layers]  # K, K, V
+    flat = quantization.linear(tf.reshape(x, [-1, x.shape[-1]]), layers)  # [B*T, H*(K+K+V)]
+    projected = tf.reshape(flat, tf.concat([tf.shape(x)[:2], [self.num_heads, sum(depths)]], 0))
     if len(layers) == 1:
       return [projected]
-    return tf.split(projected, [layer.kernel.shape[-1] for layer in layers], axis=-1)
+    return tf.split(projected, depths, axis=-1)
 
   def _output(self, context):
     """W^O: context [B, T, H, V] -> [B, T, D], as a flat [B*T, H*V] x [H*V, D] matmul."""
-    kernel = tf.cast(self.output_dense.kernel, context.dtype)  # [H, V, D]
     flat = tf.reshape(context, [-1, self.num_heads * self.value_depth])  # [B*T, H*V]
-    flat = tf.matmul(flat, tf.reshape(kernel, [-1, self.output_depth]))
-    flat = tf.nn.bias_add(flat, tf.cast(self.output_dense.bias, context.dtype))  # [B*T, D]
+    flat = quantization.linear(flat, [self.output_dense])  # [B*T, D]
     return tf.reshape(flat, tf.concat([tf.shape(context)[:2], [self.output_depth]], 0))
+
+  def quantize_int8(self):
+    """int8 decoding (quantization.py): W^Q, W^K, W^V and W^O multiply in int8."""
+    for layer in (self.query_dense, self.key_dense, self.value_dense):
+      quantization.quantize_layer(layer)
+    quantization.quantize_layer(self.output_dense, input_axes=2)
 
   def project_memory(self, memory):
     """[B, S, D] -> keys [B, S, H, K], values [B, S, H, V]."""

@@ -8,6 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.modeling import quantization
+
 
 def sinusoid(positions, depth):
   """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
@@ -39,6 +41,7 @@ class SharedEmbedding(keras.layers.Layer):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.d_model = d_model
+    self.int8 = None  # an int8 model's quantization.Int8Kernel of the pre-softmax [D, V]
 
   def build(self, input_shape=None):
     self.embeddings = self.add_weight(
@@ -50,9 +53,17 @@ class SharedEmbedding(keras.layers.Layer):
     x = tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)  # not the whole table
     return x * tf.cast(math.sqrt(self.d_model), x.dtype)
 
+  def quantize_int8(self):
+    """int8 decoding (quantization.py): the pre-softmax projection multiplies in int8, one scale
+    per vocabulary row; the lookups keep reading the float32 table."""
+    self.int8 = quantization.quantize_kernel(tf.transpose(self.embeddings))  # [D, V]
+
   def output_rows(self, ids):
     """The pre-softmax matrix's rows of a shortlist, ids int32 [V'] -> [V', D] in the compute
-    dtype: gathered once per batch, for `logits(x, rows)` at every decoding step."""
+    dtype (of an int8 model: their Int8Kernel [D, V']): gathered once per batch, for
+    `logits(x, rows)` at every decoding step."""
+    if self.int8 is not None:
+      return self.int8.columns(ids)
     return tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)
 
   def logits(self, x, rows=None):
@@ -61,9 +72,14 @@ class SharedEmbedding(keras.layers.Layer):
     # A flat [B*T, D] x [D, V] matmul: the matrix gradient is then one matmul, where einsum's
     # "btv,btd->vd" made XLA transpose the whole [B, T, V] gradient first (seconds on CPU).
     flat = tf.reshape(tf.cast(x, self.compute_dtype), [-1, self.d_model])  # [B*T, D]
-    matrix = self.embeddings if rows is None else rows  # [V, D]
-    logits = tf.matmul(flat, tf.cast(matrix, flat.dtype), transpose_b=True)  # [B*T, V]
-    logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], tf.shape(matrix)[:1]], 0))
+    if self.int8 is not None:
+      kernel = self.int8 if rows is None else rows  # Int8Kernel [D, V or V']
+      logits, size = quantization.matmul(flat, kernel), tf.shape(kernel.scales)
+    else:
+      matrix = self.embeddings if rows is None else rows  # [V, D]
+      logits = tf.matmul(flat, tf.cast(matrix, flat.dtype), transpose_b=True)  # [B*T, V]
+      size = tf.shape(matrix)[:1]
+    logits = tf.reshape(logits, tf.concat([tf.shape(x)[:-1], size], 0))
     return tf.cast(logits, tf.float32)  # [B, T, V]
 
   def get_config(self):

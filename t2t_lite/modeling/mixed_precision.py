@@ -6,6 +6,8 @@
         logits, log-probabilities, the loss and beam scores stay float32 (attention.py,
         embedding.py, transformer.py), so rankings are stable.
   fp16  float16 the same way (GPUs); training adds dynamic loss scaling (trainer.py).
+  int8  decoding only: a float32 model whose matmuls with a weight run in int8 (quantization.py:
+        weights per output unit, activations per row), where the CPU has VNNI or AMX-INT8.
 
   auto  the fastest of these for our model on this machine (`choose`), the default of training,
         decode, export and `translate()`; the tools print what it chose and why.
@@ -24,15 +26,18 @@ PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float1
 # bfloat16 themselves, so that no decoding step casts every weight again. The rounding is the
 # one that cast made, and LayerNorm, softmax and logits still come out in float32: the outputs
 # are the mixed policy's.
-INFERENCE_POLICIES = dict(PRECISIONS, bf16="bfloat16")
+INFERENCE_POLICIES = dict(PRECISIONS, bf16="bfloat16", int8="float32")
 AUTO = "auto"
-CHOICES = (AUTO,) + tuple(PRECISIONS)  # what the flags accept
+CHOICES = (AUTO,) + tuple(PRECISIONS)  # what the trainer's flag accepts
+INFERENCE_CHOICES = (AUTO,) + tuple(INFERENCE_POLICIES)  # what decoding's flags accept
 
 
-def check(precision, error=ValueError):
-  """Raises `error` with a one-line message unless `precision` is one of PRECISIONS."""
-  if precision not in PRECISIONS:
-    raise error(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+def check(precision, error=ValueError, inference=False):
+  """Raises `error` with a one-line message unless `precision` is one of PRECISIONS (with
+  `inference`, of INFERENCE_POLICIES)."""
+  names = INFERENCE_POLICIES if inference else PRECISIONS
+  if precision not in names:
+    raise error(f"unknown precision {precision!r}; expected one of {', '.join(names)}")
 
 
 @contextlib.contextmanager
@@ -41,7 +46,7 @@ def building(precision, inference=False):
   layer is made), with inference=True in INFERENCE_POLICIES' dtypes; the previous policy is put
   back afterwards."""
   import keras  # Here, so that the flags can read PRECISIONS without loading TensorFlow.
-  check(precision)
+  check(precision, inference=inference)
   policy = keras.mixed_precision.global_policy()
   keras.mixed_precision.set_global_policy(
       (INFERENCE_POLICIES if inference else PRECISIONS)[precision])
@@ -53,7 +58,8 @@ def building(precision, inference=False):
 
 def inference_model(model, precision):
   """A Transformer for decoding in `precision` with the weights of `model` (float32), built in
-  INFERENCE_POLICIES' dtypes. Returns `model` itself for float32."""
+  INFERENCE_POLICIES' dtypes (int8: a float32 model quantized, quantization.py). Returns `model`
+  itself for float32."""
   # Here: the flags import this module without TensorFlow.
   from t2t_lite.modeling.transformer import build_model
   if precision == "none":
@@ -61,13 +67,18 @@ def inference_model(model, precision):
   with building(precision, inference=True):
     converted = build_model(model.hparams, model.vocab_size)
   converted.set_weights(model.get_weights())  # cast to the new weights' dtypes
+  if precision == "int8":
+    converted.quantize_int8()
   return converted
 
 
 def of_model(model):
   """The precision a built model computes in (its dtype policy), by the names above."""
+  from t2t_lite.modeling import quantization  # Here: the flags import this without TensorFlow.
+  if quantization.quantized(model):
+    return "int8"
   names = {policy: name for table in (PRECISIONS, INFERENCE_POLICIES)
-           for name, policy in table.items()}
+           for name, policy in table.items() if name != "int8"}
   return names.get(model.dtype_policy.name, model.dtype_policy.name)
 
 
@@ -128,11 +139,12 @@ def choose(machine, xla):
   return "none", "this CPU has no bfloat16 instructions"
 
 
-def resolve(precision, xla, tpu=False):
+def resolve(precision, xla, tpu=False, inference=False):
   """`precision` as asked, or for "auto" the choice for this machine (a TPU host when `tpu`)
-  -> (name, why): what the tools print. The machine is read only for "auto"."""
+  -> (name, why): what the tools print. The machine is read only for "auto". With `inference`
+  (decoding), int8 may be asked for too."""
   if precision != AUTO:
-    check(precision)
+    check(precision, inference=inference)
     return precision, "asked for"
   name, why = choose(Machine.this(tpu), xla)
   return name, f"auto: {why}"

@@ -8,6 +8,7 @@ import random
 import keras
 import tensorflow as tf
 
+from t2t_lite.modeling import quantization
 from t2t_lite.modeling.attention import MultiHeadAttention, causal_bias, padding_bias, segment_bias
 from t2t_lite.modeling.dropout import Dropout
 from t2t_lite.modeling.embedding import PositionEncoding, SharedEmbedding
@@ -32,7 +33,16 @@ class FeedForward(keras.layers.Layer):
     self.dropout = Dropout(self.relu_dropout)
 
   def call(self, x, training=None):
+    if getattr(self.inner, "int8", None) is not None:  # an int8 model, decoding
+      flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
+      hidden = tf.nn.relu(quantization.linear(flat, [self.inner]))  # [B*T, F]
+      return tf.reshape(quantization.linear(hidden, [self.outer]), tf.shape(x))
     return self.outer(self.dropout(self.inner(x), training=training))  # [B, T, F] -> [B, T, D]
+
+  def quantize_int8(self):
+    """int8 decoding (quantization.py): W1 and W2 multiply in int8."""
+    quantization.quantize_layer(self.inner)
+    quantization.quantize_layer(self.outer)
 
   def get_config(self):
     config = super().get_config()
@@ -88,6 +98,12 @@ class _Block(keras.layers.Layer):
       return residual(y), extra
     y, *extra = fn(x)
     return norm(residual(y)), extra
+
+  def quantize_int8(self):
+    """int8 decoding (quantization.py): the kernels of every sublayer."""
+    for name in ("self_attention", "cross_attention", "ffn"):
+      if hasattr(self, name):
+        getattr(self, name).quantize_int8()
 
   def get_config(self):
     config = super().get_config()
@@ -306,6 +322,14 @@ class Transformer(keras.Model):
           "self": layer.self_attention.empty_cache(batch, self.compute_dtype, max_decode_length),
           "memory": layer.cross_attention.memory_cache(encoder_output)})  # [B, H, S, K/V]
     return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
+
+  def quantize_int8(self):
+    """Makes this float32 model decode in int8 (quantization.py; mixed_precision.inference_model
+    calls it): an int8 copy of every kernel and of the pre-softmax matrix beside the float32
+    weights. For decoding only: nothing trains the copies."""
+    self.embedding.quantize_int8()
+    for layer in self.encoder_layers + self.decoder_layers:
+      layer.quantize_int8()
 
   def output_rows(self, ids):
     """The pre-softmax rows of a shortlist ids int32 [V'], for decode_step (shortlist.py)."""

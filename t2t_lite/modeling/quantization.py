@@ -1,0 +1,99 @@
+"""int8 decoding: every matmul with a weight as int8 x int8 -> int32, rescaled to float32.
+
+Dynamic quantization, as CTranslate2's int8 and Keras' int8 layers do it: each kernel [K, N] is
+quantized once, per output column (scale = the column's largest |weight| / 127), when the model
+for decoding is made (mixed_precision.inference_model); the activations [M, K] are quantized
+per row at every call. Everything else (attention between positions, LayerNorm, softmax, the
+residual stream, logits, beam scores) stays float32, so only the weights' products are rounded.
+
+Why each quantized matmul is its own XLA cluster (a jit_compile function), called from a search
+that otherwise runs as TensorFlow ops: TensorFlow's kernel for int8 operands (BatchMatMulV3) is
+Eigen's generic one, many times slower than float32's oneDNN kernel, while XLA's CPU compiler
+emits int8 dot products (VNNI, AMX-INT8); and the rest of the step is faster as oneDNN ops than
+compiled by XLA on a CPU (docs/benchmarks.md: bench/matmul_precisions.py, multi30k_decode.py).
+"""
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+_LEVELS = 127.0  # symmetric int8: -127 .. 127, no zero point
+# XLA compiles a program for every operand shape: rows (batch x length) and columns (a
+# shortlist's size) are padded to multiples of these, so that a decode of sentences of every
+# length compiles a few dozen matmuls, not one for every batch.
+_ROWS, _COLUMNS = 128, 256
+
+
+class Int8Kernel(NamedTuple):
+  """A kernel of shape [*in, *out] (e.g. attention's [D, H, K]) as `values` int8 [*in, *out]
+  times `scales` float32 [*out]: one scale per output unit."""
+  values: Any
+  scales: Any
+
+  def columns(self, ids):
+    """Of a kernel [K, N], the columns `ids` int32 [N'] only (a vocabulary shortlist's rows of
+    the pre-softmax matrix): values [K, N'], scales [N']."""
+    return Int8Kernel(tf.gather(self.values, ids, axis=1), tf.gather(self.scales, ids))
+
+
+def quantize_kernel(kernel, input_axes=1):
+  """float [*in, *out] (its first `input_axes` axes meet the input) -> Int8Kernel, each output
+  unit scaled by its own largest |weight|."""
+  kernel = tf.convert_to_tensor(kernel, tf.float32)
+  scales = tf.reduce_max(tf.abs(kernel), axis=list(range(input_axes))) / _LEVELS  # [*out]
+  scales = tf.where(scales > 0.0, scales, 1.0)  # an all-zero column stays zero
+  values = tf.clip_by_value(tf.round(kernel / scales), -_LEVELS, _LEVELS)
+  return Int8Kernel(tf.cast(values, tf.int8), scales)
+
+
+def quantized(model):
+  """Whether `model` (a Transformer) decodes in int8: its pre-softmax matrix has an int8 copy."""
+  return getattr(getattr(model, "embedding", None), "int8", None) is not None
+
+
+def quantize_layer(layer, input_axes=1):
+  """Gives `layer` (anything with a float `kernel`) an int8 copy of it, `layer.int8`, which
+  `linear` then multiplies with. The float kernel stays (the embedding's lookups read it)."""
+  layer.int8 = quantize_kernel(layer.kernel, input_axes)
+
+
+def linear(flat, layers):
+  """flat [M, fan_in] times the kernels of `layers` joined on their last axis, plus their joined
+  biases -> [M, fan_out] in flat's dtype: in int8 where the layers were quantized."""
+  if getattr(layers[0], "int8", None) is not None:
+    kernel = _concat([layer.int8 for layer in layers])
+    product = tf.cast(matmul(flat, kernel), flat.dtype)
+  else:
+    kernel = tf.concat([tf.cast(layer.kernel, flat.dtype) for layer in layers], axis=-1)
+    product = tf.matmul(flat, tf.reshape(kernel, [flat.shape[-1], -1]))
+  bias = tf.concat([tf.cast(layer.bias, flat.dtype) for layer in layers], axis=-1)
+  return tf.nn.bias_add(product, tf.reshape(bias, [-1]))
+
+
+def _concat(kernels):
+  """Int8Kernels joined on their last axis: exact, as every output unit keeps its scale."""
+  if len(kernels) == 1:
+    return kernels[0]
+  return Int8Kernel(tf.concat([k.values for k in kernels], axis=-1),
+                    tf.concat([k.scales for k in kernels], axis=-1))
+
+
+@tf.function(jit_compile=True)
+def _int8_matmul(x, values, scales):
+  """x float32 [M, K], values int8 [K, N], scales [N] -> float32 [M, N]."""
+  x_scales = tf.reduce_max(tf.abs(x), axis=1, keepdims=True) / _LEVELS  # [M, 1]
+  x_scales = tf.where(x_scales > 0.0, x_scales, 1.0)
+  x8 = tf.cast(tf.round(x / x_scales), tf.int8)  # |x / x_scale| <= 127: no clipping needed
+  product = tf.matmul(x8, values, output_type=tf.int32)  # [M, N]
+  return tf.cast(product, tf.float32) * x_scales * scales
+
+
+def matmul(x, kernel):
+  """x [M, K] (any float dtype) times an Int8Kernel of K inputs -> float32 [M, N], N its outputs
+  flattened."""
+  values = tf.reshape(kernel.values, [x.shape[-1], -1])  # [K, N]
+  scales = tf.reshape(kernel.scales, [-1])  # [N]
+  rows, columns = tf.shape(x)[0], tf.shape(values)[1]
+  x = tf.pad(tf.cast(x, tf.float32), [[0, -rows % _ROWS], [0, 0]])  # zero rows: zero outputs
+  values = tf.pad(values, [[0, 0], [0, -columns % _COLUMNS]])
+  scales = tf.pad(scales, [[0, -columns % _COLUMNS]], constant_values=1.0)
+  return _int8_matmul(x, values, scales)[:rows, :columns]  # [M, N]
