@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 _LEVELS = 127.0  # symmetric int8: -127 .. 127, no zero point
-# XLA compiles a program for every operand shape: rows (batch x length) and columns (a
-# shortlist's size) are padded to multiples of these, so that a decode of sentences of every
-# length compiles a few dozen matmuls, not one for every batch.
+# XLA compiles a program for every operand shape: rows (batch x length) and columns of a size
+# unknown when traced (a shortlist's) are padded to multiples of these, so that a decode of
+# sentences of every length compiles a few dozen matmuls, not one for every batch. A kernel of
+# known size is not padded: it would be copied at every call for nothing.
 _ROWS, _COLUMNS = 128, 256
 
 
@@ -52,7 +53,7 @@ def quantized(model):
 
 def quantize_layer(layer, input_axes=1):
   """Gives `layer` (anything with a float `kernel`) an int8 copy of it, `layer.int8`, which
-  `linear` then multiplies with. The float kernel stays (the embedding's lookups read it)."""
+  `linear` then multiplies with. The float kernel stays."""
   layer.int8 = quantize_kernel(layer.kernel, input_axes)
 
 
@@ -94,6 +95,7 @@ def matmul(x, kernel):
   scales = tf.reshape(kernel.scales, [-1])  # [N]
   rows, columns = tf.shape(x)[0], tf.shape(values)[1]
   x = tf.pad(tf.cast(x, tf.float32), [[0, -rows % _ROWS], [0, 0]])  # zero rows: zero outputs
-  values = tf.pad(values, [[0, 0], [0, -columns % _COLUMNS]])
-  scales = tf.pad(scales, [[0, -columns % _COLUMNS]], constant_values=1.0)
+  if values.shape[1] is None:
+    values = tf.pad(values, [[0, 0], [0, -columns % _COLUMNS]])
+    scales = tf.pad(scales, [[0, -columns % _COLUMNS]], constant_values=1.0)
   return _int8_matmul(x, values, scales)[:rows, :columns]  # [M, N]
