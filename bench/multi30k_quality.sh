@@ -97,7 +97,7 @@ variants = {"last": (model_dir, [paths[-1]]), "avg5": (model_dir, paths[-5:]),
             "best": (f"{model_dir}/best", checkpoints.list_checkpoints(f"{model_dir}/best"))}
 for name, (source, prefixes) in variants.items():
   for averages in ([True, False] if ema and name != "best" else [True]):
-    loaded = loading.load(source, prefixes[-1])
+    loaded = loading.load(source, prefixes[-1], precision="none")  # averaged in float32
     averaging.average_checkpoints(loaded.model, prefixes, averages)
     out = f"{models}/{name}" + ("" if averages or not ema else "_raw")
     run_files.copy_run_files(source, out)

@@ -46,13 +46,14 @@ def model_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reversing_model(reverse_dir, tmp_path_factory):
-  """A transformer_tiny trained to reverse: 800 steps decode about 95% of lines exactly and
-  align the rest of them too (400 steps: under half)."""
+  """A transformer_tiny trained to reverse: 1,000 steps of 512-token batches decode about 90%
+  of 100 random lines exactly and align over 90% of their words as reversed (800 steps of
+  2,048 tokens: 93% exact in twice the time; 400 steps at twice the learning rate: 2%)."""
   from t2t_lite.train import trainer
   model_dir = str(tmp_path_factory.mktemp("reverser"))
   trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
-                t2t_lite.get_hparams("transformer_tiny"), reverse_dir,
-                trainer.TrainConfig(model_dir=model_dir, train_steps=800, eval_steps=0,
+                t2t_lite.get_hparams("transformer_tiny", "batch_size=512"), reverse_dir,
+                trainer.TrainConfig(model_dir=model_dir, train_steps=1000, eval_steps=0,
                                     xla=False, eval_decode_examples=0, mixed_precision="none"),
                 log=lambda line: None)
   return model_dir
