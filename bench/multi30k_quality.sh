@@ -87,8 +87,7 @@ ticks_after=$(cpu_ticks)
 # (fewer in a smoke run), the best kept; with EMA_DECAY each also with its raw weights.
 "$PY" - "$WORK" "$EMA_DECAY" <<'EOF'
 import sys
-from t2t_lite.decode import loading
-from t2t_lite.rundir import checkpoints, run_files
+from t2t_lite.rundir import checkpoints
 from t2t_lite.train import averaging
 work, ema = sys.argv[1], sys.argv[2]
 model_dir, models = f"{work}/model", f"{work}/models"
@@ -97,11 +96,8 @@ variants = {"last": (model_dir, [paths[-1]]), "avg5": (model_dir, paths[-5:]),
             "best": (f"{model_dir}/best", checkpoints.list_checkpoints(f"{model_dir}/best"))}
 for name, (source, prefixes) in variants.items():
   for averages in ([True, False] if ema and name != "best" else [True]):
-    loaded = loading.load(source, prefixes[-1], precision="none")  # averaged in float32
-    averaging.average_checkpoints(loaded.model, prefixes, averages)
     out = f"{models}/{name}" + ("" if averages or not ema else "_raw")
-    run_files.copy_run_files(source, out)
-    checkpoints.save_model(loaded.model, out, checkpoints.checkpoint_step(prefixes[-1]))
+    averaging.average(source, prefixes, out, averages)
 EOF
 
 "$PY" - "$RAW_DIR" "$WORK" "$TARGET" <<'EOF'

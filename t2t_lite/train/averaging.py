@@ -142,15 +142,15 @@ def average_last(model_dir, num_last, output_dir):
   return average(model_dir, last_checkpoints(model_dir, num_last), output_dir)
 
 
-def average(model_dir, prefixes, output_dir):
+def average(model_dir, prefixes, output_dir, averages=True):
   """Averages the checkpoints `prefixes` (oldest first) of model_dir into output_dir, as
-  average_last does; returns the new prefix."""
+  average_last does; returns the new prefix. `averages`: as in average_checkpoints."""
   if os.path.normpath(output_dir) == os.path.normpath(model_dir):
     raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
   check_same_run(prefixes)
   check_same_variables(prefixes)  # Before restoring any of them into the model.
   loaded = loading.load(model_dir, prefixes[-1], precision="none")  # averaged in float32
-  average_checkpoints(loaded.model, prefixes)
+  average_checkpoints(loaded.model, prefixes, averages)
   run_files.copy_run_files(model_dir, output_dir)
   prefix = checkpoints.save_model(loaded.model, output_dir,
                                   checkpoints.checkpoint_step(prefixes[-1]))
