@@ -36,12 +36,15 @@ Causal masking is not subtracted (the full T x T product is computed). Embedding
 softmax, LayerNorm and the optimizer are not counted: they are what keeps us below the matmul
 peak. For transformer_base this is 0.75 TFLOP per step.
 
-The matmul floor ("matmul_floor_ms", XLA rounds): the same matmuls with their shapes and
-transposes, forward and backward (step_matmuls), each timed alone under XLA and summed, once a
-round. Our step cannot be much faster than its matmuls alone (inside the step, XLA runs some
-of them side by side, which gains a little and hides the other work), so keras-hub's step over
-the floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is about the most any change
-that keeps the paper's FLOPs could reach against keras-hub.
+The matmul floor ("matmul_floor_ms", float32; "matmul_floor_ms_bf16", ...): the same matmuls
+with their shapes and transposes, forward and backward (step_matmuls), each timed alone in the
+step's compute dtype, under XLA in the XLA rounds and through TensorFlow's own (oneDNN) kernels
+in the others, and summed, once a round. Our step cannot be much faster than its matmuls alone
+(inside the step, XLA runs some of them side by side, which gains a little and hides the other
+work): "step_over_floor" is each of our steps over its own floor (median of the per-round
+ratios), and "auto_precision" gives it for the precision `auto` picks. keras-hub's float32 step
+over the float32 floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is about the most
+any change that keeps the paper's FLOPs could reach against keras-hub.
 
 tokens/s counts target tokens (B * T) per second. Each configuration is compiled and warmed up,
 then timed in rounds interleaved with the other implementation and with the matmul peaks (the
@@ -135,19 +138,19 @@ def step_matmuls(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH, vo
   return matmuls
 
 
-def make_matmul_floor(hp):
-  """-> measure(): seconds that our step's matmuls (step_matmuls) take, each run alone under
-  XLA, summed: the step time with nothing but its matmuls, a floor for our step."""
+def make_matmul_floor(hp, precision, xla):
+  """-> measure(): seconds that our step's matmuls (step_matmuls) take in `precision`'s compute
+  dtype, each run alone (under XLA with `xla`), summed: the step time with nothing but its
+  matmuls, a floor for our step."""
   rng = np.random.default_rng(0)
+  dtype = keras.DTypePolicy(mixed_precision.PRECISIONS[precision]).compute_dtype
   functions = []
   for (batches, m, k, n, transpose_a, transpose_b), count in step_matmuls(hp).items():
-    a = tf.constant(rng.standard_normal([batches] + ([k, m] if transpose_a else [m, k]),
-                                        dtype=np.float32))
-    b = tf.constant(rng.standard_normal([batches] + ([n, k] if transpose_b else [k, n]),
-                                        dtype=np.float32))
+    a = tf.constant(rng.standard_normal([batches] + ([k, m] if transpose_a else [m, k])), dtype)
+    b = tf.constant(rng.standard_normal([batches] + ([n, k] if transpose_b else [k, n])), dtype)
     function = tf.function(
         lambda a, b, ta=transpose_a, tb=transpose_b: tf.matmul(
-            a, b, transpose_a=ta, transpose_b=tb)[0, 0, 0], jit_compile=True)
+            a, b, transpose_a=ta, transpose_b=tb)[0, 0, 0], jit_compile=xla)
     function(a, b).numpy()  # compile, warm up
     # Enough calls to time ~0.1 s of work at 200 GFLOP/s.
     calls = max(1, int(2e10 / (2 * batches * m * k * n)))
@@ -313,9 +316,10 @@ def main():
     steps = 2 if args.quick else (args.steps or (4 if name == "transformer_base" else 16))
     flops = train_flops(hp)
     results[name] = {"train_flops_per_step": flops, "timed_steps": steps * rounds}
-    measure_floor = make_matmul_floor(hp) if True in xla_modes else None  # XLA's matmuls
     for xla in xla_modes:
-      floors = []  # seconds, one a round
+      measure_floors = {precision: make_matmul_floor(hp, precision, xla)
+                        for precision in precisions}
+      floors = {precision: [] for precision in precisions}  # seconds, one a round
       runs = {}  # "t2t_lite", "keras_hub", "t2t_lite_bf16", ...: float32 keeps the plain name
       for impl in implementations:
         for precision in precisions:
@@ -335,13 +339,15 @@ def main():
           run["times"].append(time_steps(run["step"], features, steps))
         for kind, measure in measure_matmul.items():
           matmul[kind].append(measure(1))
-        if xla:
-          floors.append(measure_floor())
+        for precision, measure in measure_floors.items():
+          floors[precision].append(measure())
       entry = {}
-      if floors:
-        entry.update(matmul_floor_ms=round(1000 * float(np.median(floors)), 1),
-                     matmul_floor_ms_rounds=[round(1000 * floor) for floor in floors],
-                     matmul_floor_gflops_per_s=round(flops / float(np.median(floors)) / 1e9, 2))
+      for precision, seconds in floors.items():
+        suffix = "" if precision == "none" else f"_{precision}"
+        entry[f"matmul_floor_ms{suffix}"] = round(1000 * float(np.median(seconds)), 1)
+        entry[f"matmul_floor_ms{suffix}_rounds"] = [round(1000 * floor) for floor in seconds]
+        entry[f"matmul_floor_gflops_per_s{suffix}"] = round(
+            flops / float(np.median(seconds)) / 1e9, 2)
       for key, run in runs.items():
         walls = [wall for wall, _ in run["times"]]
         seconds = float(np.median(walls))
@@ -357,14 +363,17 @@ def main():
             "model_gflops_per_cpu_s": round(flops / cpu / 1e9, 2),
             "compile_s": round(run["compile_s"], 1),
             "params": run["params"]}
+        if key.startswith("t2t_lite"):  # per round: our step / its matmuls alone
+          entry[key]["step_over_floor"] = round(float(np.median(
+              [wall / floor for wall, floor in zip(walls, floors[run["precision"]])])), 3)
       for suffix in [""] + [f"_{p}" for p in precisions if p != "none"]:
         ours, theirs = runs.get("t2t_lite" + suffix), runs.get("keras_hub" + suffix)
         if ours and theirs:  # per round: theirs / ours
           ratios = [b[0] / a[0] for a, b in zip(ours["times"], theirs["times"])]
           entry["speedup_vs_keras_hub" + suffix] = round(float(np.median(ratios)), 3)
           entry[f"speedup_vs_keras_hub{suffix}_rounds"] = [round(r, 3) for r in ratios]
-      if "keras_hub" in runs and floors:  # per round: keras-hub's step / our matmuls alone
-        ceilings = [b[0] / floor for b, floor in zip(runs["keras_hub"]["times"], floors)]
+      if "keras_hub" in runs and "none" in floors:  # per round: keras-hub's / our matmuls
+        ceilings = [b[0] / floor for b, floor in zip(runs["keras_hub"]["times"], floors["none"])]
         entry["speedup_ceiling_vs_keras_hub"] = round(float(np.median(ceilings)), 3)
       if "t2t_lite" in runs and "t2t_lite_bf16" in runs:  # per round: float32 / bf16
         ratios = [a[0] / b[0] for a, b in zip(runs["t2t_lite"]["times"],
@@ -407,6 +416,14 @@ def main():
         if "speedup_ceiling_vs_keras_hub" in result and not suffix:
           targets[f"{mode}_speedup_vs_keras_hub"]["ceiling"] = (
               result["speedup_ceiling_vs_keras_hub"])
+  auto = {name: auto_precision.check(
+      {(entry["precision"], mode == "xla"): entry["tokens_per_s"]
+       for mode in ("xla", "no_xla") for impl, entry in result.get(mode, {}).items()
+       if impl.startswith("t2t_lite")}) for name, result in results.items()}
+  for name, verdict in auto.items():  # the step at the precision auto picks, over its floor
+    for mode, choice in verdict.items():
+      run = "t2t_lite" + ("" if choice["auto"] == "none" else f"_{choice['auto']}")
+      choice["step_over_floor"] = results[name][mode].get(run, {}).get("step_over_floor")
   print(json.dumps({
       "bench": "train_throughput",
       "batch": BATCH, "source_length": SOURCE_LENGTH, "target_length": TARGET_LENGTH,
@@ -420,10 +437,7 @@ def main():
       "matmul_onednn_gflops_per_cpu_s": round(best("onednn", 1) / 1e9, 2),
       "cpus": os.cpu_count(), "load_average_before": load_before,
       "load_average_after": load_average(),
-      "auto_precision": {name: auto_precision.check(
-          {(entry["precision"], mode == "xla"): entry["tokens_per_s"]
-           for mode in ("xla", "no_xla") for impl, entry in result.get(mode, {}).items()
-           if impl.startswith("t2t_lite")}) for name, result in results.items()},
+      "auto_precision": auto,
       "results": results, "targets": targets}))
 
 

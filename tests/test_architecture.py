@@ -231,7 +231,8 @@ def test_boolean_options_take_the_three_spellings():
   parser = argparse.ArgumentParser()
   flags.add_fields(parser, TrainConfig)
   base = ["--model_dir=m"]
-  assert parser.parse_args(base).xla is True
+  assert parser.parse_args(base).xla is None  # the machine's default (mixed_precision.py)
+  assert parser.parse_args(base + ["--xla"]).xla is True
   assert parser.parse_args(base + ["--noxla"]).xla is False
   assert parser.parse_args(base + ["--no-xla"]).xla is False
   assert parser.parse_args(base + ["--pack"]).pack is True

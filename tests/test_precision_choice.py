@@ -36,6 +36,18 @@ def test_auto_picks_by_the_table(machine, xla, expected):
   assert name == expected[0] and expected[1] in why, (name, why)
 
 
+@pytest.mark.parametrize("machine, precision, xla", [
+    (Machine(INTEL, AMX), "bf16", False),  # oneDNN's AMX kernels, which XLA does not call
+    (Machine(AMD, AVX512_BF16), "bf16", False),
+    (Machine(AMD, AVX512_BF16), "none", True),
+    (Machine(INTEL, AVX512_BF16), "none", True),
+    (Machine(INTEL, AMX, ((8, 0),)), "bf16", True),  # GPUs: XLA's fusions
+    (Machine(INTEL, frozenset(), (), tpu=True), "bf16", True),
+])
+def test_training_compiles_with_xla_unless_bf16_runs_on_a_cpu(machine, precision, xla):
+  assert mixed_precision.training_xla(precision, machine)[0] is xla
+
+
 def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
   assert mixed_precision.resolve("none", xla=False) == ("none", "asked for")
   assert mixed_precision.resolve("fp16", xla=True) == ("fp16", "asked for")
@@ -64,7 +76,7 @@ def _train(model_dir, data_dir, steps, *extra):
       [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
        "--hparams=transformer_tiny", f"--hparams_overrides={SMALL}",
        f"--data_dir={data_dir}", f"--model_dir={model_dir}", f"--train_steps={steps}",
-       "--eval_steps=0", "--eval_decode_examples=0", "--noxla", *extra],
+       "--eval_steps=0", "--eval_decode_examples=0", *extra],
       env=ENV, capture_output=True, text=True, timeout=600)
   assert run.returncode == 0, run.stderr
   return run.stdout
@@ -72,17 +84,21 @@ def _train(model_dir, data_dir, steps, *extra):
 
 def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_own(
     reverse_dir, tmp_path):
+  # Neither flag given: the precision chosen without XLA, then XLA as that precision wants.
   chosen, why = mixed_precision.resolve("auto", xla=False)
+  xla, why_xla = mixed_precision.training_xla(chosen, Machine.this())
   out = _train(tmp_path / "auto", reverse_dir, 2)
   assert f"computing in {chosen} ({why})" in out.splitlines()
+  assert f"XLA {'on' if xla else 'off'} ({why_xla})" in out.splitlines()
   assert json.loads((tmp_path / "auto" / "run.json").read_text())["mixed_precision"] == chosen
 
   # A run started in the precision auto would not choose here resumes in it, not refused.
   other = "none" if chosen == "bf16" else "bf16"
   train_in_process("algorithmic_reverse", reverse_dir, tmp_path / "other", SMALL, 2,
                    mixed_precision=other)  # only resumed below
-  out = _train(tmp_path / "other", reverse_dir, 3)
+  out = _train(tmp_path / "other", reverse_dir, 3, "--noxla")
   assert f"computing in {other} (auto: the precision this run was started in)" in out
+  assert "XLA off (asked for)" in out.splitlines()
   assert "step 3/3" in out or "done: step 3" in out
   assert json.loads((tmp_path / "other" / "run.json").read_text())["mixed_precision"] == other
 

@@ -139,6 +139,17 @@ def choose(machine, xla):
   return "none", "this CPU has no bfloat16 instructions"
 
 
+def training_xla(precision, machine):
+  """Whether to compile the training step in `precision` (a name, not auto) with XLA on
+  `machine` when --xla is not given -> (xla, why): yes, but for bfloat16 on a CPU. XLA's CPU
+  compiler does not call oneDNN's bfloat16 kernels (AMX, AVX-512 bf16), and there the bf16 step
+  without XLA measured faster than any step with XLA, float32's included (docs/benchmarks.md);
+  elsewhere XLA's fusions win. So on a CPU the choice of precision without XLA decides both."""
+  if precision == "bf16" and not machine.gpu_capabilities and not machine.tpu:
+    return False, "the default for bf16 on a CPU: XLA does not call oneDNN's bfloat16 kernels"
+  return True, "the default"
+
+
 def resolve(precision, xla, tpu=False, inference=False):
   """`precision` as asked, or for "auto" the choice for this machine (a TPU host when `tpu`)
   -> (name, why): what the tools print. The machine is read only for "auto". With `inference`

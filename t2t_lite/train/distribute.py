@@ -150,13 +150,20 @@ class Platform:
     return None if self.compiles_everything else bool(xla)
 
   def precision(self, asked, xla, model_dir):
-    """The run's compute precision -> (name, why): as asked; for "auto" the run's own when it
-    resumes (exact resume needs the one it trained in), else the fastest on this platform."""
+    """The run's compute precision and XLA -> (name, why, xla, why_xla): the precision as
+    asked; for "auto" the run's own when it resumes (exact resume needs the one it trained in),
+    else the fastest on this platform with `xla`, or when `xla` is None (not given) without
+    it, and then XLA unless that precision is faster without (mixed_precision.training_xla)."""
     resumed = run_files.read_run(model_dir).info.get("mixed_precision")
     if asked == mixed_precision.AUTO and resumed:
-      return resumed, "auto: the precision this run was started in"
-    return mixed_precision.resolve(asked, self.jit_compile(xla) is not False,
-                                   tpu=self.compiles_everything)
+      name, why = resumed, "auto: the precision this run was started in"
+    else:
+      compiled = self.compiles_everything or bool(xla)
+      name, why = mixed_precision.resolve(asked, compiled, tpu=self.compiles_everything)
+    if xla is not None:
+      return name, why, xla, "asked for"
+    machine = mixed_precision.Machine.this(self.compiles_everything)
+    return (name, why) + mixed_precision.training_xla(name, machine)
 
   @property
   def steps_per_execution(self):

@@ -78,7 +78,9 @@ class TrainConfig:
               "TF_CONFIG", STRATEGIES)
   tpu: Optional[str] = _option(None, "TPU name or grpc:// address for TPUStrategy ('local' on a "
                                      "TPU VM)")
-  xla: bool = _option(True, "compile the training step with XLA (jit_compile)")
+  xla: Optional[bool] = _option(
+      None, "compile the training step with XLA (jit_compile); default: on, except for a "
+            "bf16 step on a CPU (AMX, AMD's AVX-512 bf16), which is faster without it")
   mixed_precision: str = _option(
       "auto", "auto = the fastest on this machine (printed; a resumed run keeps its own); none = "
               "float32; bf16 = bfloat16 compute (TPU, recent GPUs, CPUs with AMX or AMD's "

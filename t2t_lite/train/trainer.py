@@ -82,9 +82,12 @@ class Trainer:
   def __init__(self, problem, hparams, data_dir, config, vocab_size, run_info=None,
                metric_fn=None, log=print, platform=None):
     self.platform = platform or distribute.Platform.make(config.strategy, config.tpu)
-    precision, why = self.platform.precision(config.mixed_precision, config.xla, config.model_dir)
-    config = dataclasses.replace(config, mixed_precision=precision)
+    precision, why, xla, why_xla = self.platform.precision(
+        config.mixed_precision, config.xla, config.model_dir)
+    config = dataclasses.replace(config, mixed_precision=precision, xla=xla)
     log(f"computing in {precision} ({why})")
+    if not self.platform.compiles_everything:
+      log(f"XLA {'on' if xla else 'off'} ({why_xla})")
     self.problem, self.hparams, self.data_dir, self.config = problem, hparams, data_dir, config
     self.log = log
     self.is_chief, self.num_replicas = self.platform.is_chief, self.platform.num_replicas
