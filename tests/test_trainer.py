@@ -110,7 +110,8 @@ def test_ram_filesystem_run_writes_and_resumes(reverse_dir):
   assert tf.io.gfile.glob(f"{model_dir}/train/events.out.tfevents.*")
 
   t, resumed, lines = _train(problem, reverse_dir, _config(model_dir, 5))
-  assert lines[:2] == ["computing in none (asked for)", f"restored {model_dir}/ckpt-3 (step 3)"]
+  assert lines[:3] == ["computing in none (asked for)", "XLA off (asked for)",
+                       f"restored {model_dir}/ckpt-3 (step 3)"]
   assert [s for s, _ in resumed["losses"]] == [4, 5]
   assert tf.train.latest_checkpoint(model_dir) == model_dir + "/ckpt-5"
   assert tf.io.gfile.exists(f"{model_dir}/ckpt-3.index")  # kept (keep_checkpoints=20)
