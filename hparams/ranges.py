@@ -41,14 +41,16 @@ def transformer_multi30k_narrow_range():
   the 20-minute study (2+2 layers of d_model 256, rate 0.8, warmup 500, EMA 0.998; 40.84 dev
   BLEU), whose dropout and label smoothing had no time to pay off in 20 minutes (docs/
   benchmarks.md). d_model stays 256 (512 made half the steps a minute), batches 4096 tokens
-  and the dev decode's beam 4 (the test decode's)."""
+  and the dev decode's beam 4 (the test decode's). alpha reaches 1.8: these models' outputs
+  are short (7% under the references at alpha 0.6), and on all 1,014 dev sentences alpha 1.5
+  scored 0.75 BLEU above 0.6, where 2.0 started runaway outputs."""
   return SearchSpace(
       num_layers=IntRange(2, 3), d_model=Choice([256]), d_ff=Choice([1024, 2048]),
       num_heads=Choice([4, 8]), batch_size=Choice([4096]), beam_size=Choice([4]),
       dropout=FloatRange(0.1, 0.3), attention_dropout=FloatRange(0.0, 0.1),
       label_smoothing=FloatRange(0.1, 0.2), weight_decay=FloatRange(0.01, 0.1, log=True),
       learning_rate=FloatRange(0.6, 1.2, log=True), warmup_steps=IntRange(400, 800, log=True),
-      ema_decay=FloatRange(0.995, 0.999), alpha=FloatRange(0.4, 1.0))
+      ema_decay=FloatRange(0.995, 0.999), alpha=FloatRange(0.6, 1.8))
 
 
 @register_ranged_hparams()
