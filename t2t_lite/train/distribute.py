@@ -158,8 +158,8 @@ class Platform:
     if asked == mixed_precision.AUTO and resumed:
       name, why = resumed, "auto: the precision this run was started in"
     else:
-      compiled = self.compiles_everything or bool(xla)
-      name, why = mixed_precision.resolve(asked, compiled, tpu=self.compiles_everything)
+      name, why = mixed_precision.resolve(asked, self.jit_compile(xla) is not False,
+                                          tpu=self.compiles_everything)
     if xla is not None:
       return name, why, xla, "asked for"
     machine = mixed_precision.Machine.this(self.compiles_everything)
