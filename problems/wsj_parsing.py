@@ -249,6 +249,16 @@ class WsjParsing(Problem):
       return None
     return tree_constraint.TreeConstraint(self.read_vocab(data_dir), self.tokenizer(data_dir))
 
+  @property
+  def places_source_words(self):
+    """With a vocabulary of words every slot places the next source word (hparams
+    source_pointer); SentencePiece splits words over several tokens."""
+    return self.vocab_type == "words"
+
+  def source_slots(self, data_dir):
+    """The ids of the target tokens that place a source word: the tree constraint's slots."""
+    return self.decode_constraint(data_dir).slot_ids
+
   def decode_output_fn(self, data_dir):
     """What decoding turns an output into, in the graph: a tree over the source's own words
     (tree_output.py); None for SentencePiece vocabularies, whose outputs are not constrained

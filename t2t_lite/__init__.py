@@ -24,10 +24,11 @@ def list_problems():
   return PROBLEMS.names()
 
 
-def build_model(hparams, vocab_size):
-  """Returns a `Transformer` with its weights created."""
+def build_model(hparams, vocab_size, source_slots=None):
+  """Returns a `Transformer` with its weights created (source_slots: with hparams
+  source_pointer, the token ids that place a source word, `Problem.source_slots`)."""
   from t2t_lite.modeling.transformer import build_model as _build
-  return _build(hparams, vocab_size)
+  return _build(hparams, vocab_size, source_slots=source_slots)
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):

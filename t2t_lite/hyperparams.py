@@ -30,6 +30,10 @@ class HParams:
   norm_type: str = "post"  # "post": LayerNorm(x + Sublayer(x)) as the paper; or "pre".
   position_encoding: str = "sinusoid"  # or "learned" (Table 3 row E).
   max_length: int = 256  # Longest source or target (tokens) kept for training; learned positions.
+  # Not in the paper: the decoder's input also carries the encoder's output at the next source
+  # word to place (pointer.py), for problems whose outputs place their words in order
+  # (wsj_parsing's word slots).
+  source_pointer: bool = False
   # Regularisation (section 5.4).
   dropout: float = 0.1  # P_drop: sub-layer outputs and embedding + position sums.
   attention_dropout: float = 0.0  # On attention weights (not in the paper; t2t default 0).

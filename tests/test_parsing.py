@@ -636,10 +636,12 @@ def test_bad_problem_settings_are_one_line_errors(settings, message, tmp_path):
   assert result.stderr.strip().splitlines()[-1] == f"t2t-lite-datagen: error: {message}"
 
 
-def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(wsj_words_data,
-                                                                             tmp_path, capsys):
+@pytest.mark.parametrize("pointer", [False, True])
+def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(
+    wsj_words_data, tmp_path, capsys, pointer):
   """One pipeline: decode prints trees over the sentences' own words, and TF Serving's loader
-  (the TF1 session path, in a fresh process) answers the same trees."""
+  (the TF1 session path, in a fresh process) answers the same trees; with the source pointer
+  too, whose slots both read from the checkpoint."""
   import tensorflow as tf
   import t2t_lite
   from conftest import tf1_serve
@@ -647,10 +649,12 @@ def test_the_exported_parser_answers_what_decode_prints_trees_and_the_same_f1(ws
   from t2t_lite.decode import export
   from t2t_lite.rundir import run_files
   problem, data_dir = wsj_words_data
-  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256)
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(max_length=256,
+                                                            source_pointer=pointer)
   model_dir = str(tmp_path / "model")
   run_files.write_run_files(model_dir, hparams, {"problem": "wsj_parsing"}, data_dir)
-  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size)
+  model = t2t_lite.build_model(hparams, problem.tokenizer(data_dir).vocab_size,
+                               problem.source_slots(data_dir) if pointer else None)
   tf.train.Checkpoint(model=model).save(f"{model_dir}/ckpt")
   pairs = problem.text_pairs("test", data_dir)[:12]
   sources = [s for s, _ in pairs]
@@ -691,3 +695,25 @@ def test_the_in_graph_trees_are_the_repaired_trees_of_constrained_outputs(tags, 
   expected = treebank.example_to_tree(
       source, treebank.slots_to_tags(target) if tags == "words" else target)
   assert trees.numpy()[0, 0].decode() == expected
+
+
+def test_a_parser_trains_with_the_source_pointer_and_its_run_keeps_the_slots(wsj_words_data,
+                                                                           tmp_path):
+  """t2t-lite-train's path: the trainer sets the problem's slots, the checkpoint keeps them,
+  and decoding's loader reads them back without the problem's help."""
+  import numpy as np
+  import t2t_lite
+  from t2t_lite.decode import loading
+  from t2t_lite.train import trainer
+  problem, data_dir = wsj_words_data
+  hparams = t2t_lite.get_hparams("transformer_tiny", "source_pointer=true,max_length=256")
+  model_dir = str(tmp_path / "model")
+  trainer.train(problem, hparams, data_dir, trainer.TrainConfig(
+      model_dir=model_dir, train_steps=3, eval_steps=0, log_every=1), log=lambda *_: None)
+  slots = loading.load(model_dir, precision="none").model.source_pointer.slots.numpy()
+  expected = np.zeros_like(slots)
+  expected[problem.source_slots(data_dir)] = 1.0
+  np.testing.assert_array_equal(slots, expected)
+  words = problem.tokenizer(data_dir).encode(problem.text_pairs("dev", data_dir)[0][0])
+  assert all(slots[i] == 1.0 for i in words if i > 1)  # every source word has a slot id
+  assert slots[:2].sum() == 0  # padding and EOS place nothing

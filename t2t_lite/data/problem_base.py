@@ -123,6 +123,10 @@ class Problem:
       settings[key.strip()] = value.strip() if isinstance(value, str) else value
     return settings
 
+  # Whether each output places its source's words in order, a token each (hparams
+  # source_pointer); such a problem implements source_slots(data_dir): those tokens' ids.
+  places_source_words = False
+
   # ----------------------------------------------------------------- subclass hooks
   def raw_pairs(self, split, raw_dir):
     """Yields (source, target) strings of canonical `split` from `raw_dir`."""

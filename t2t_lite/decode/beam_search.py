@@ -157,7 +157,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       a sentence that reaches it is finished with the tokens it has. Default: L for all.
     reorder_cache: True: after each step every changed cache leaf is gathered so that row n
       holds the cache of hypothesis n (the step function needs to know nothing of beams).
-      False: nothing is copied; the step function is called as fn(ids, index, cache, rows)
+      False: nothing is copied but changed leaves of rank 1 (a hypothesis' own counters); the
+      step function is called as fn(ids, index, cache, rows)
       with rows int32 [B*K, L]: the cache row where hypothesis n's slot t was written (n itself
       for t >= index). It must write slot `index` of row n and read slot t < index from row
       rows[n, t]. This saves copying every layer's key/value cache at every step (see
@@ -277,6 +278,11 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       rows = state.rows
     else:  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
       rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
+      # A hypothesis' own counters ([B*K], e.g. the words a parse has placed) still follow it:
+      # rows address slot buffers only, and a counter costs nothing to copy.
+      new_cache = tf.nest.map_structure(
+          lambda new, old: _gather_flat(new, parent_beams, k)
+          if new is not old and new.shape.rank == 1 else new, new_cache, state.cache)
     mask_state = tf.nest.map_structure(lambda x: _gather_flat(x, parent_beams, k),
                                        new_mask_state)
     kept = tf.reshape(live_slots + tf.range(batch_size)[:, None] * (2 * k), [-1])  # [B*K]

@@ -12,6 +12,7 @@ from t2t_lite.modeling import quantization
 from t2t_lite.modeling.attention import MultiHeadAttention, causal_bias, padding_bias, segment_bias
 from t2t_lite.modeling.dropout import Dropout
 from t2t_lite.modeling.embedding import PositionEncoding, SharedEmbedding
+from t2t_lite.modeling.pointer import SourcePointer
 
 LAYER_NORM_EPSILON = 1e-6
 
@@ -202,6 +203,8 @@ class Transformer(keras.Model):
         PositionEncoding(hp.position_encoding, hp.max_length, hp.d_model, name=f"{side}_positions")
         for side in ("encoder", "decoder"))
     self.input_dropout = Dropout(hp.dropout)
+    if hp.source_pointer:
+      self.source_pointer = SourcePointer(vocab_size, hp.d_model, name="source_pointer")
     for i in range(hp.num_layers):
       setattr(self, f"encoder_{i}", EncoderLayer(hp, name=f"encoder_{i}"))
       setattr(self, f"decoder_{i}", DecoderLayer(hp, name=f"decoder_{i}"))
@@ -222,6 +225,8 @@ class Transformer(keras.Model):
     hp = self.hparams
     shape = [None, None, hp.d_model]
     self.embedding.build()
+    if hp.source_pointer:
+      self.source_pointer.build()
     for side in ("encoder", "decoder"):
       getattr(self, f"{side}_positions").build(shape)
       if self.hparams.norm_type == "pre":
@@ -230,10 +235,12 @@ class Transformer(keras.Model):
       layer.build(shape)
     self.built = True
 
-  def _embed(self, ids, side, training, start=0, positions=None):
-    """ids [B, T] -> dropout(embedding * sqrt(D) + positions) float32 [B, T, D]: the
-    residual stream (see _Block)."""
+  def _embed(self, ids, side, training, start=0, positions=None, pointer=None):
+    """ids [B, T] -> dropout(embedding * sqrt(D) + positions [+ pointer]) float32 [B, T, D]:
+    the residual stream (see _Block). pointer [B, T, D]: the source pointer's vectors."""
     x = getattr(self, f"{side}_positions")(self.embedding(ids), start=start, positions=positions)
+    if pointer is not None:
+      x += tf.cast(pointer, x.dtype)
     return tf.cast(self.input_dropout(x, training=training), tf.float32)
 
   def _final_norm(self, x, side):
@@ -257,9 +264,10 @@ class Transformer(keras.Model):
     return outputs + (weights,) if return_attention else outputs
 
   def decode(self, targets, encoder_output, inputs_mask, training=False, return_attention=False,
-             segments=None, positions=None, inputs_segments=None):
+             segments=None, positions=None, inputs_segments=None, inputs_positions=None):
     """targets int [B, T] (shifted right here) -> logits float32 [B, T, V].
-    segments, positions int [B, T] and inputs_segments [B, S]: of packed rows."""
+    segments, positions int [B, T] and inputs_segments, inputs_positions [B, S]: of packed
+    rows."""
     decoder_inputs = tf.pad(targets, [[0, 0], [1, 0]])[:, :-1]  # [B, T], starts with 0
     self_bias = causal_bias(tf.shape(targets)[1])  # [1, 1, T, T]
     if segments is None:
@@ -268,7 +276,12 @@ class Transformer(keras.Model):
       decoder_inputs = tf.where(tf.equal(positions, 0), 0, decoder_inputs)
       memory_bias = segment_bias(segments, inputs_segments)  # [B, 1, T, S]
       self_bias += segment_bias(segments, segments)  # [B, 1, T, T]
-    x = self._embed(decoder_inputs, "decoder", training, positions=positions)
+    pointer = None
+    if self.hparams.source_pointer:
+      pointer = self.source_pointer(
+          encoder_output, self.source_pointer.word_index(decoder_inputs, positions),
+          inputs_positions, segments, inputs_segments)  # [B, T, D]
+    x = self._embed(decoder_inputs, "decoder", training, positions=positions, pointer=pointer)
     self_weights, cross_weights = [], []
     for layer in self.decoder_layers:
       out = layer(x, encoder_output, self_bias, memory_bias, training=training,
@@ -289,7 +302,8 @@ class Transformer(keras.Model):
     return self.decode(features["targets"], encoder_output, inputs_mask, training=training,
                        segments=packed["targets_segmentation"],
                        positions=packed["targets_position"],
-                       inputs_segments=packed["inputs_segmentation"])
+                       inputs_segments=packed["inputs_segmentation"],
+                       inputs_positions=packed["inputs_position"])
 
   def attention_maps(self, inputs, targets):
     """All attention weights, for pictures: name -> list over layers of [B, H, T_q, T_k]."""
@@ -313,7 +327,8 @@ class Transformer(keras.Model):
 
     Per decoder layer, the self-attention keys/values (attention.py's empty_cache): with
     max_decode_length, static [B, H, L, K/V] buffers (XLA, TPU); without, keys/values that grow
-    by one slot per step. The encoder-decoder keys/values are computed here once.
+    by one slot per step. The encoder-decoder keys/values are computed here once. With the
+    source pointer, also the encoder output [B, S, D] and the words placed so far [B].
     """
     batch = encoder_output.shape[0] or tf.shape(encoder_output)[0]
     layers = []
@@ -321,7 +336,10 @@ class Transformer(keras.Model):
       layers.append({
           "self": layer.self_attention.empty_cache(batch, self.compute_dtype, max_decode_length),
           "memory": layer.cross_attention.memory_cache(encoder_output)})  # [B, H, S, K/V]
-    return {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
+    cache = {"layers": layers, "memory_bias": _mask_to_bias(inputs_mask)}
+    if self.hparams.source_pointer:
+      cache.update(encoder_output=encoder_output, words_placed=tf.zeros([batch], tf.int32))
+    return cache
 
   def quantize_int8(self):
     """Makes this float32 model decode in int8 (quantization.py; mixed_precision.inference_model
@@ -343,14 +361,17 @@ class Transformer(keras.Model):
     cache_rows[b, t] (see beam_search.py).
     output_rows: optional `output_rows(ids)` of a shortlist of V' ids: logits [B, V'] of those.
     """
-    x = self._embed(ids[:, None], "decoder", training=False, start=index)  # [B, 1, D]
+    pointer, placed = (self.source_pointer.step(ids, cache) if self.hparams.source_pointer
+                       else (None, {}))  # [B, 1, D], {"words_placed": [B]}
+    x = self._embed(ids[:, None], "decoder", training=False, start=index,
+                    pointer=pointer)  # [B, 1, D]
     new_layers = []
     for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
       x, layer_cache = layer(x, None, None, cache["memory_bias"], cache=layer_cache,
                              decode_index=index, training=False, cache_rows=cache_rows)
       new_layers.append(layer_cache)
     logits = self.embedding.logits(self._final_norm(x, "decoder"), output_rows)[:, 0]  # [B, V]
-    return logits, dict(cache, layers=new_layers)
+    return logits, dict(cache, layers=new_layers, **placed)
 
   def get_config(self):
     return {"hparams": self.hparams.to_json(), "vocab_size": self.vocab_size, "name": self.name}
@@ -361,10 +382,11 @@ def _mask_to_bias(mask):
   return padding_bias(tf.cast(mask, tf.int32))
 
 
-def build_model(hparams, vocab_size, seed=None):
+def build_model(hparams, vocab_size, seed=None, source_slots=None):
   """Returns a Transformer with all weights created; with `seed`, its weights and dropout
   layer seeds are drawn from it (Keras draws unseeded initializers' seeds from Python's
-  `random`, whose state is put back afterwards)."""
+  `random`, whose state is put back afterwards). source_slots: with hparams.source_pointer, the
+  ids of the tokens that place a source word (a checkpoint restores them otherwise)."""
   random_state = random.getstate()
   if seed is not None:
     random.seed(seed)
@@ -373,4 +395,6 @@ def build_model(hparams, vocab_size, seed=None):
     model.build()
   finally:
     random.setstate(random_state)
+  if source_slots is not None:
+    model.source_pointer.set_slots(source_slots)
   return model

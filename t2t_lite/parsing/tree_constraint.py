@@ -76,6 +76,7 @@ class TreeConstraint:
         word_class[ids[word]] = len(classes)
         classes.append(allowed)
     self.kind = tf.constant(kind)  # [V]
+    self.slot_ids = np.flatnonzero(kind == _TAG)  # what places a source word (pointer.py)
     self.close_of = tf.constant(close_of)  # [V]: the closing bracket's id of an opening one
     self.word_class = tf.constant(word_class)  # [V]
     self.class_tags = tf.constant(np.stack(classes))  # [C, V] bool: the tags a class may take

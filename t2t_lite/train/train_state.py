@@ -40,12 +40,14 @@ class TrainState:
     selection: the run's model_selection.ModelSelection (its record is saved too), or None.
     lease: the model_dir's lease.Lease, checked before every save (None: a worker that does
       not write).
+    source_slots: with hparams source_pointer, the problem's slot ids (build_model's).
   """
 
-  def __init__(self, hparams, vocab_size, config, platform, selection=None, lease=None):
+  def __init__(self, hparams, vocab_size, config, platform, selection=None, lease=None,
+               source_slots=None):
     self.config, self.platform, self.selection, self.lease = config, platform, selection, lease
     with mixed_precision.building(config.mixed_precision), platform.strategy.scope():
-      self.model = build_model(hparams, vocab_size, seed=config.seed)
+      self.model = build_model(hparams, vocab_size, seed=config.seed, source_slots=source_slots)
       self.ema = config.ema_decay and ema.WeightAverage(self.model.trainable_variables,
                                                          config.ema_decay)
       # The wall-clock cooldown's factor of the learning rate (RunSchedule sets it).

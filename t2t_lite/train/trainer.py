@@ -47,6 +47,7 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
   run_files.check_resume(run_files.read_run(config.model_dir), hparams,
                          dict(run_info or {}, problem=problem.name),
                          data_settings=problem.settings())
+  _source_slots(problem, hparams)
   if not problem.is_prepared(data_dir):
     log(f"preparing {problem.name} in {data_dir}")
   problem.prepare(data_dir, raw_dir, progress_seconds, workers)
@@ -60,6 +61,18 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
     return trainer.train()
   except tf.errors.OpError as e:  # A record file damaged, gone or unreadable while training.
     raise problem.reading_error(data_dir, e) from None
+
+
+def _source_slots(problem, hparams, data_dir=None):
+  """With hparams source_pointer, the ids of the tokens that place a source word (None without;
+  without data_dir, only checks that the problem has them)."""
+  if not hparams.source_pointer:
+    return None
+  if not problem.places_source_words:
+    raise TrainerError(f"hparams source_pointer=True: the outputs of {problem.name} do not "
+                       "place its source words one token each (wsj_parsing's do, with its "
+                       "vocabulary of words)")
+  return problem.source_slots(data_dir) if data_dir else None
 
 
 class Trainer:
@@ -112,7 +125,8 @@ class Trainer:
                          data_dir=data_dir)
     self.state = TrainState(hparams, vocab_size, config, self.platform,
                             self.evaluator.selection,
-                            lease.Lease(config.model_dir) if self.is_chief else None)
+                            lease.Lease(config.model_dir) if self.is_chief else None,
+                            _source_slots(problem, hparams, data_dir))
     self._train_fn = steps.make_train_loop(
         self.platform.strategy, steps.make_train_step(
             self.model, self.state.optimizer, label_smoothing=hparams.label_smoothing,
