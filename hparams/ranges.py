@@ -56,10 +56,10 @@ def transformer_multi30k_narrow_range():
 @register_ranged_hparams()
 def transformer_parsing_small_range():
   """Over transformer_parsing_small on the wsj_parsing sample: the architecture (with or
-  without the source pointer), dropout, label smoothing, beam and alpha (the target tag mode
-  is a problem setting, --problem_settings, one study each)."""
+  without the source pointer), dropout, word dropout, label smoothing, beam and alpha (the
+  target tag mode is a problem setting, --problem_settings, one study each)."""
   return SearchSpace(
-      source_pointer=Choice([False, True]),
+      source_pointer=Choice([False, True]), word_dropout=FloatRange(0.0, 0.8),
       num_layers=IntRange(2, 6), d_model=Choice([128, 256, 384]), d_ff=Choice([512, 1024]),
       num_heads=Choice([4, 8]), dropout=FloatRange(0.1, 0.4),
       attention_dropout=FloatRange(0.0, 0.2), label_smoothing=FloatRange(0.0, 0.2),

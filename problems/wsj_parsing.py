@@ -24,12 +24,15 @@ Vocabulary (vocab_type):
     train, the tags it had: `decode_constraint` uses them;
   * "bpe" / "unigram": SentencePiece of vocab_size shared by both sides (a 16k BPE is larger
     than the 3,000-sentence sample supports; no decoding constraint then).
-Target tags (target_tags): "all" keeps every POS tag; "punctuation" writes XX for every tag but
-EVALB's punctuation tags (, . : `` ''): EVALB scores no preterminal, but deletes words by their
-punctuation tags, so those are all a scored tree needs; "words" writes the word itself where
+Target tags (target_tags): "all" (the default) keeps every POS tag; "punctuation" writes XX for
+every tag but EVALB's punctuation tags (, . : `` ''): EVALB scores no preterminal, but deletes
+words by their punctuation tags, so those are all a scored tree needs; "words" writes the word
+itself where
 "punctuation" writes XX, "(S (NP Ms. Haag )NP (VP plays )VP . )S": the constraint forces each
 such slot to be its source word, so the decoder always reads where in the sentence it is (with
-XX or tag slots it must count them; see docs/parsing.md for the measured difference).
+XX or tag slots it must count them). With the source pointer (hparams source_pointer), which
+tells the decoder where it is with any slots, "all" parses best: predicting the tags is
+training signal that 3,000 trees lack (docs/parsing.md has the measured differences).
 Decoding: `decode_constraint` makes every output a tree over exactly its source words (see
 TreeConstraint). Metric: EVALB bracket F1 (percent). The paper decodes with beam 21, alpha 0.3,
 output up to input + 300 (section 6.3); transformer_parsing sets those.
@@ -40,6 +43,7 @@ import logging
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import data_files, scoring
@@ -126,10 +130,11 @@ class ParsingTokenizer(WordTokenizer):
     return type(self), (words[:len(words) - len(classes)], classes)
 
   def encode(self, text, add_eos=False):
-    ids = [self._ids[w] if w in self._ids else self._unknown_id(w) for w in text.split()]
+    ids = [self._ids[w] if w in self._ids else self.unknown_id(w) for w in text.split()]
     return ids + [1] if add_eos else ids
 
-  def _unknown_id(self, word):
+  def unknown_id(self, word):
+    """The id of `word` as an unknown word: its class's, else UNK's."""
     for token, pattern in self.unknown_classes:
       if pattern.fullmatch(word):
         return self._ids[token]
@@ -163,7 +168,7 @@ class WsjParsing(Problem):
   vocab_type = "words"
   vocab_size = 50000  # Source words kept at most ("words"), or SentencePiece pieces.
   min_word_count = 2  # Rarer train words are UNK, so that the model learns UNK in training.
-  target_tags = "words"  # Measured against "all" and "punctuation": docs/parsing.md.
+  target_tags = "all"  # Measured against "words" and "punctuation": docs/parsing.md.
   _SETTINGS = Problem._SETTINGS + ("min_word_count", "target_tags")
   _ALLOWED = dict(Problem._ALLOWED, vocab_type=("words", "bpe", "unigram"), min_word_count=1,
                   target_tags=treebank.TARGET_TAGS)
@@ -216,7 +221,8 @@ class WsjParsing(Problem):
     punctuation = {word: sorted(tags) for word, tags in word_tags.items()
                    if tags & treebank.EVALB_DELETE_LABELS}
     vocab = {"open": sorted(symbols["open"]), "close": sorted(symbols["close"]),
-             "tag": sorted(symbols["tag"]), "words": kept, "punctuation_words": punctuation,
+             "tag": sorted(symbols["tag"]), "words": kept,
+             "word_counts": [counts[word] for word in kept], "punctuation_words": punctuation,
              "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES],
              "target_tags": self.target_tags}
     tf.io.gfile.makedirs(data_dir)
@@ -254,6 +260,29 @@ class WsjParsing(Problem):
     """With a vocabulary of words every slot places the next source word (hparams
     source_pointer); SentencePiece splits words over several tokens."""
     return self.vocab_type == "words"
+
+  @property
+  def has_word_classes(self):
+    """A vocabulary of words gives every word an unknown-word class (hparams word_dropout)."""
+    return self.vocab_type == "words"
+
+  def word_classes(self, data_dir):
+    """(class ids, counts), int32 [V] each: the id of each source word's unknown-word class
+    (each other id, target symbols, punctuation, the classes, EOS, is its own) and how often
+    train has the word (0 for the others): what word dropout replaces a word with, and how
+    rarely."""
+    vocab, tokenizer = self.read_vocab(data_dir), self.tokenizer(data_dir)
+    if "word_counts" not in vocab:
+      raise ProblemError(f"{self._vocab_path(data_dir)} was written without word counts (before "
+                         f"word dropout): {self._how_to_prepare_again(data_dir)}")
+    keep = set(vocab["open"] + vocab["close"] + vocab["tag"]) | set(vocab["punctuation_words"])
+    class_ids = np.arange(tokenizer.vocab_size, dtype=np.int32)
+    counts = np.zeros([tokenizer.vocab_size], np.int32)
+    for word, count in zip(vocab["words"], vocab["word_counts"]):
+      if word not in keep:
+        word_id = tokenizer.encode(word)[0]
+        class_ids[word_id], counts[word_id] = tokenizer.unknown_id(word), count
+    return class_ids, counts
 
   def source_slots(self, data_dir):
     """The ids of the target tokens that place a source word: the tree constraint's slots."""

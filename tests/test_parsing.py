@@ -318,17 +318,17 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   import t2t_lite
   problem = t2t_lite.get_problem("wsj_parsing")
   assert (problem.metric, problem.vocab_type, problem.target_tags) == (
-      "bracket_f1", "words", "words")
+      "bracket_f1", "words", "all")
   from t2t_lite.decode.translation import DecodeSettings
   assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3,
                                                            extra_length=300)
-  assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
-  assert problem.example_to_tree(SENTENCE, "(S (NP The dog") == (
-      "(S (NP (XX The) (XX dog)) (XX barked) (. .))")
-  every_tag = t2t_lite.get_problem("wsj_parsing", target_tags="all")
-  assert every_tag.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
-  assert every_tag.example_to_tree(SENTENCE, "(S (NP DT NN") == (
+  assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
+  assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
       "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
+  word_slots = t2t_lite.get_problem("wsj_parsing", target_tags="words")
+  assert word_slots.tree_to_example(GOLD) == (SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
+  assert word_slots.example_to_tree(SENTENCE, "(S (NP The dog") == (
+      "(S (NP (XX The) (XX dog)) (XX barked) (. .))")
   assert problem.bracket_f1([GOLD], [GOLD])["f1"] == 100.0
 
 
@@ -464,10 +464,9 @@ def test_the_tree_constraint_allows_every_gold_target(wsj_data):
 
 @pytest.fixture(scope="module")
 def wsj_words_data(ptb_dir, tmp_path_factory):
-  """(problem, data_dir) of wsj_parsing with its default target_tags="words", prepared once."""
+  """(problem, data_dir) of wsj_parsing with target_tags="words", prepared once."""
   from t2t_lite.problems.wsj_parsing import WsjParsing
-  problem = WsjParsing()
-  assert problem.target_tags == "words"
+  problem = WsjParsing(target_tags="words")
   data_dir = str(tmp_path_factory.mktemp("wsj_words"))
   problem.prepare(data_dir, str(ptb_dir))
   return problem, data_dir

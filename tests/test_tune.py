@@ -247,13 +247,14 @@ def test_the_study_ends_with_a_table_best_overrides_command_and_pictures(study):
 
 
 def test_bad_input_is_one_line_and_writes_nothing(study, tmp_path):
-  """An unknown ranged hparams, a study of another problem, a storage that does not open, a
-  queued trial's unknown field: the tuners run side by side (each imports TensorFlow for
-  seconds)."""
+  """An unknown ranged hparams, a study of another problem or problem settings, a storage that
+  does not open, a queued trial's unknown field: the tuners run side by side (each imports
+  TensorFlow for seconds)."""
   before = {root: file_hashes(root) for root in (tmp_path, study["dir"])}
   runs = [subprocess.Popen([*TUNE, *args], stderr=subprocess.PIPE, text=True) for args in (
       [*TINY, "--ranged_hparams=transformer_tiny_rnge", f"--study_dir={tmp_path}/new"],
       [*study["command"][3:], "--problem=algorithmic_copy"],
+      [*study["command"][3:], "--problem_settings=train_size=50"],
       [*TINY, f"--study_dir={tmp_path}/new",
        f"--storage=sqlite:///{tmp_path}/missing/dir/study.db"],
       [*TINY, f"--study_dir={tmp_path}/new", "--enqueue=d_model=64", "--enqueue=d_modle=32"])]
@@ -266,8 +267,9 @@ def test_bad_input_is_one_line_and_writes_nothing(study, tmp_path):
   assert "unknown ranged hparams 'transformer_tiny_rnge'; did you mean " \
       "'transformer_tiny_range'" in lines[0][0]
   assert "is a study of problem 'algorithmic_reverse', not 'algorithmic_copy'" in lines[1][0]
-  assert f"the storage sqlite:///{tmp_path}/missing/dir/study.db does not open" in lines[2][0]
-  assert lines[3][0].endswith("'d_modle=32': 'd_modle' is not a ranged field; did you mean "
+  assert "is a study of problem_settings '', not 'train_size=50'" in lines[2][0]
+  assert f"the storage sqlite:///{tmp_path}/missing/dir/study.db does not open" in lines[3][0]
+  assert lines[4][0].endswith("'d_modle=32': 'd_modle' is not a ranged field; did you mean "
                               "'d_model'?")
   assert {root: file_hashes(root) for root in before} == before
   assert os.listdir(tmp_path) == []

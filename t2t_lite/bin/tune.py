@@ -100,7 +100,7 @@ def _setup(args):
   space.check({name: (lambda value, name=name: dataclasses.replace(config, **{name: value}))
                for name in _TRAIN_OPTIONS})
   t2t_lite.get_hparams(args.hparams)
-  t2t_lite.problem_settings(args.problem, args.problem_settings)  # Checks the problem too.
+  settings = t2t_lite.problem_settings(args.problem, args.problem_settings)  # Checks the problem.
   from t2t_lite.train import model_selection
   from t2t_lite.tune import trials
   metric = model_selection.metric_name(config, t2t_lite.registry.PROBLEMS.get(args.problem),
@@ -109,7 +109,8 @@ def _setup(args):
       problem=args.problem, hparams_set=args.hparams, space=space, config=config, metric=metric,
       study_dir=args.study_dir, data_dir=args.data_dir, problem_settings=args.problem_settings)
   attrs = {"problem": args.problem, "hparams": args.hparams,
-           "ranged_hparams": args.ranged_hparams, "metric": metric}
+           "ranged_hparams": args.ranged_hparams, "metric": metric,
+           "problem_settings": ",".join(f"{k}={v}" for k, v in sorted(settings.items()))}
   return setup, attrs, "minimize" if model_selection.lower_is_better(metric) else "maximize"
 
 

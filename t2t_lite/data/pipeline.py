@@ -101,7 +101,7 @@ def batch_by_length(ds, batch_tokens, max_length, static_shapes=False, drop_rema
 
 def pipeline(files, batch_tokens, max_length, training, *, seed=None, num_shards=1,
              shard_index=0, static_shapes=False, cache=False, shuffle_buffer=20000,
-             packed_lengths=None):
+             packed_lengths=None, example_fn=None):
   """The full pipeline over cached TFRecord `files`: batches {"inputs": int32 [B, S],
   "targets": int32 [B, T]}.
 
@@ -116,6 +116,8 @@ def pipeline(files, batch_tokens, max_length, training, *, seed=None, num_shards
     cache: keep the parsed examples in memory after the first pass (small datasets).
     packed_lengths: (S, T) for packed batches instead of buckets (training only, see
       packing.py): batch_tokens // T rows, each example within both lengths.
+    example_fn: fn(index, example) -> example, applied to each training example after the
+      shuffle, with its index in the stream (e.g. word_dropout.py's, whose draws are stateless).
   """
   ds = read_records(files, num_shards, shard_index)
   if cache:
@@ -130,6 +132,8 @@ def pipeline(files, batch_tokens, max_length, training, *, seed=None, num_shards
         tf.shape(ex["targets"])[0] <= packed_lengths[1]))
   if training:
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    if example_fn:
+      ds = ds.enumerate().map(example_fn, num_parallel_calls=tf.data.AUTOTUNE)
   if packed_lengths:
     ds = packing.batch_packed(ds, batch_tokens, packed_lengths)
   else:

@@ -38,7 +38,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite.data import data_files, pipeline, preparation, scoring, tokenizers
+from t2t_lite.data import data_files, pipeline, preparation, scoring, tokenizers, word_dropout
 from t2t_lite.data.preparation import SPLITS
 from t2t_lite.errors import RunFailure, T2TLiteError, reason
 
@@ -126,6 +126,9 @@ class Problem:
   # Whether each output places its source's words in order, a token each (hparams
   # source_pointer); such a problem implements source_slots(data_dir): those tokens' ids.
   places_source_words = False
+  # Whether its vocabulary gives words an unknown-word class (hparams word_dropout); such a
+  # problem implements word_classes(data_dir).
+  has_word_classes = False
 
   # ----------------------------------------------------------------- subclass hooks
   def raw_pairs(self, split, raw_dir):
@@ -282,7 +285,23 @@ class Problem:
         paths, batch_tokens or hparams.batch_size, hparams.max_length, training, seed=seed,
         num_shards=num_shards, shard_index=shard_index, static_shapes=static_shapes,
         cache=self.cache_in_memory and not training if cache is None else cache,
-        packed_lengths=self.packed_lengths(data_dir, hparams.max_length) if pack else None)
+        packed_lengths=self.packed_lengths(data_dir, hparams.max_length) if pack else None,
+        example_fn=self._word_dropout(data_dir, hparams, seed, shard_index) if training else None)
+
+  def check_word_dropout(self, hparams):
+    """Refuses hparams.word_dropout > 0 for a vocabulary without unknown-word classes."""
+    if hparams.word_dropout and not self.has_word_classes:
+      raise ProblemError(f"hparams word_dropout={hparams.word_dropout}: {self.name}'s "
+                         "vocabulary has no unknown-word classes to drop words to "
+                         "(wsj_parsing's vocabulary of words has)")
+
+  def _word_dropout(self, data_dir, hparams, seed, shard_index):
+    """word_dropout.py's example_fn with hparams.word_dropout > 0, else None."""
+    self.check_word_dropout(hparams)
+    if not hparams.word_dropout:
+      return None
+    return word_dropout.word_dropout_fn(*self.word_classes(data_dir), hparams.word_dropout,
+                                        seed or 0, shard_index)
 
   def text_pairs(self, split, data_dir):
     """[(source, target)] text of the dev or test split, as read from raw_dir."""

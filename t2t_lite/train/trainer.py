@@ -48,6 +48,7 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
                          dict(run_info or {}, problem=problem.name),
                          data_settings=problem.settings())
   _source_slots(problem, hparams)
+  problem.check_word_dropout(hparams)
   if not problem.is_prepared(data_dir):
     log(f"preparing {problem.name} in {data_dir}")
   problem.prepare(data_dir, raw_dir, progress_seconds, workers)

@@ -35,7 +35,7 @@ STORAGE_FILE = "study.db"  # The default storage, SQLite in the study directory.
 # Workers that start together on a new database race to create its tables (the loser's
 # CREATE TABLE fails): a storage that does not open is tried again, twice.
 _OPEN_ATTEMPTS = 3
-STUDY_ATTRS = ("problem", "hparams", "ranged_hparams", "metric")
+STUDY_ATTRS = ("problem", "hparams", "ranged_hparams", "metric", "problem_settings")
 
 
 class StudyError(T2TLiteError, ValueError):
