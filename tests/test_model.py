@@ -9,7 +9,8 @@ import tensorflow as tf
 
 import t2t_lite
 from t2t_lite.modeling.embedding import sinusoid_positions
-from t2t_lite.modeling.losses import smoothed_cross_entropy, token_accuracy
+from t2t_lite.modeling.losses import (smoothed_cross_entropy, token_accuracy,
+                                      xla_smoothed_cross_entropy)
 from t2t_lite.train.optimization import TransformerSchedule, learning_rate, make_optimizer
 from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON, LayerNorm
 
@@ -241,6 +242,38 @@ def test_optimizer_is_the_papers_adam():
   assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_fused_adam_takes_keras_adams_steps(weight_decay):
+  # The trainer's Adam updates with TensorFlow's fused kernel; keras' Adam is the reference, for
+  # dense gradients and for IndexedSlices (keras' own update), in a tf.function as in training.
+  hparams = t2t_lite.get_hparams("transformer_tiny",
+                                 f"weight_decay={weight_decay},learning_rate=20")
+  rng = np.random.default_rng(0)
+  start = [rng.normal(size=[6, 4]).astype(np.float32), rng.normal(size=[4]).astype(np.float32),
+           rng.normal(size=[5, 3]).astype(np.float32)]
+  reference = keras.optimizers.Adam(
+      learning_rate=TransformerSchedule.of(hparams), beta_1=0.9, beta_2=0.98, epsilon=1e-9,
+      weight_decay=weight_decay or None)
+  reference.exclude_from_weight_decay(var_names=["bias"])  # as make_optimizer does
+  results = []
+  for optimizer in (make_optimizer(hparams), reference):
+    variables = [keras.Variable(x, name=name) for x, name in zip(start, ("kernel", "bias", "e"))]
+    optimizer.build(variables)
+
+    @tf.function
+    def step(k):
+      dense = [tf.sin(v * tf.cast(k + 1, tf.float32)) for v in variables[:2]]
+      rows = tf.IndexedSlices(tf.cos(variables[2][:2] * tf.cast(k, tf.float32)), [1, 3], [5, 3])
+      optimizer.apply(dense + [rows], variables)
+
+    for k in range(5):
+      step(tf.constant(k))
+    results.append([v.numpy() for v in variables])
+  for ours, reference, first in zip(*results, start):
+    np.testing.assert_allclose(ours, reference, rtol=2e-6, atol=1e-7)
+    assert np.abs(ours - first).max() > 1e-3  # the steps moved every weight
+
+
 def test_smoothed_loss_equals_hand_computation_and_ignores_padding():
   logits = tf.constant([[[2.0, 0.0, 1.0], [0.5, 1.5, 0.0], [9.0, -3.0, 4.0]]])  # [1, 3, 3]
   targets = tf.constant([[2, 1, 0]])  # last position is padding
@@ -264,10 +297,10 @@ def test_smoothed_loss_equals_hand_computation_and_ignores_padding():
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("jit", ["none", "step", "loss"])
 def test_smoothed_loss_gradient_equals_autodiff_of_the_definition(smoothing, jit):
-  # The loss has a hand-written gradient (softmax - q); autodiff of -sum(q * log_softmax) over
-  # non-padding tokens is the reference, with and without XLA.
+  # Autodiff of -sum(q * log_softmax) over non-padding tokens is the reference for the loss
+  # without XLA, in an XLA step, and XLA-compiled alone (what a step without XLA calls).
   rng = np.random.default_rng(0)
   logits = tf.constant(rng.normal(0, 3, size=[2, 5, 7]), tf.float32)
   targets = tf.constant([[3, 1, 6, 0, 0], [2, 2, 5, 4, 1]])  # padding (0) in row 0
@@ -278,7 +311,8 @@ def test_smoothed_loss_gradient_equals_autodiff_of_the_definition(smoothing, jit
     return tf.reduce_sum(token_loss * tf.cast(targets > 0, tf.float32))
 
   def ours(logits):
-    return smoothed_cross_entropy(logits, targets, smoothing)[0]
+    loss_fn = xla_smoothed_cross_entropy if jit == "loss" else smoothed_cross_entropy
+    return loss_fn(logits, targets, smoothing)[0]
 
   def value_and_grad(fn):
     with tf.GradientTape() as tape:
@@ -286,7 +320,7 @@ def test_smoothed_loss_gradient_equals_autodiff_of_the_definition(smoothing, jit
       value = fn(logits) * 1.7  # a non-unit upstream gradient
     return value, tape.gradient(value, logits)
 
-  run = tf.function(value_and_grad, jit_compile=True) if jit else value_and_grad
+  run = tf.function(value_and_grad, jit_compile=True) if jit == "step" else value_and_grad
   value, grad = run(ours)
   expected_value, expected_grad = value_and_grad(reference)
   np.testing.assert_allclose(value.numpy(), expected_value.numpy(), rtol=1e-5)

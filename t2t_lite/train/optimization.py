@@ -49,11 +49,41 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "cooldown_steps": self.cooldown_steps}
 
 
+@keras.saving.register_keras_serializable("t2t_lite")
+class Adam(keras.optimizers.Adam):
+  """keras' Adam, its dense update done by TensorFlow's fused ResourceApplyAdam kernel: the same
+  formula (Kingma and Ba's with epsilon outside the square root, as keras writes it) and the
+  same slot variables, so checkpoints are unchanged. keras applies it as eight elementwise ops
+  over every weight, each a pass over memory; without XLA that was a visible share of a CPU
+  step (docs/benchmarks.md, 2026-11-28). keras' own update remains for sparse gradients and
+  AMSGrad."""
+
+  def update_step(self, gradient, variable, learning_rate):
+    if self.amsgrad or isinstance(gradient, tf.IndexedSlices):
+      return super().update_step(gradient, variable, learning_rate)
+    index = self._get_variable_index(variable)
+    if isinstance(variable, keras.Variable):
+      variable = variable.value  # the tf.Variable it holds
+    dtype = variable.dtype
+    step = tf.cast(self.iterations + 1, dtype)
+
+    def scalar(x):
+      return tf.cast(x, dtype)
+
+    tf.raw_ops.ResourceApplyAdam(
+        var=variable.handle, m=self._momentums[index].value.handle,
+        v=self._velocities[index].value.handle,
+        beta1_power=tf.pow(scalar(self.beta_1), step),
+        beta2_power=tf.pow(scalar(self.beta_2), step),
+        lr=scalar(learning_rate), beta1=scalar(self.beta_1), beta2=scalar(self.beta_2),
+        epsilon=scalar(self.epsilon), grad=tf.cast(gradient, dtype))
+
+
 def make_optimizer(hparams, lr_schedule=None):
   """Adam with the paper's betas and epsilon and the schedule above (or `lr_schedule`); with
   hparams.weight_decay, decoupled weight decay (AdamW) on all but LayerNorm gains and biases."""
   lr_schedule = lr_schedule or TransformerSchedule.of(hparams)
-  optimizer = keras.optimizers.Adam(
+  optimizer = Adam(
       learning_rate=lr_schedule, beta_1=hparams.adam_beta1, beta_2=hparams.adam_beta2,
       epsilon=hparams.adam_epsilon, weight_decay=hparams.weight_decay or None)
   if hparams.weight_decay:

@@ -21,32 +21,35 @@ def _is_loss_scaled(optimizer):
   return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
-def make_micro_gradients(model, optimizer, label_smoothing, micro_batch_tokens, jit_compile):
-  """-> micro_gradients(batch): (gradients of loss_sum / micro_batch_tokens, loss sum, target
-  token count) of one micro-batch. The division keeps the fp16 loss scale in range. A
-  tf.function of its own: traced once however many micro-batches a step accumulates."""
+def make_micro_gradients(model, optimizer, label_smoothing, jit_compile):
+  """-> micro_gradients(batch, tokens): (gradients of loss_sum / tokens, loss sum) of one
+  micro-batch, `tokens` the step's target tokens over all micro-batches and replicas: the
+  gradients summed over them are the mean's, with no pass over the gradients to rescale them,
+  and the fp16 loss scale sees a mean. A tf.function of its own: traced once however many
+  micro-batches a step accumulates."""
 
-  def micro_gradients(batch):
+  loss_fn = (losses.xla_smoothed_cross_entropy if jit_compile is False
+             else losses.smoothed_cross_entropy)
+
+  def micro_gradients(batch, tokens):
     with tf.GradientTape() as tape:
       logits = model(batch, training=True)  # [B, T, V]
-      loss_sum, count = losses.smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-      loss = loss_sum / micro_batch_tokens
+      loss_sum, _ = loss_fn(logits, batch["targets"], label_smoothing)
+      loss = loss_sum / tokens
       if _is_loss_scaled(optimizer):
         loss = optimizer.scale_loss(loss)
-    return tape.gradient(loss, model.trainable_variables), loss_sum, count
+    return tape.gradient(loss, model.trainable_variables), loss_sum
 
   return tf.function(micro_gradients, jit_compile=jit_compile, autograph=False)
 
 
-def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
-                    grad_accum_steps=1, num_replicas=1, jit_compile=True, reseed_dropout=True,
-                    ema=None):
+def make_train_step(model, optimizer, *, label_smoothing, grad_accum_steps=1, num_replicas=1,
+                    jit_compile=True, reseed_dropout=True, ema=None):
   """-> step(batches): one optimizer step on this replica -> (loss sum, target tokens, global
   gradient norm), the first two summed over all replicas.
 
   Args:
     batches: a tuple of `grad_accum_steps` micro-batches {"inputs", "targets"} for this replica.
-    micro_batch_tokens: tokens per micro-batch (the gradients' scale before the final division).
     jit_compile: XLA for the forward and backward pass (None: the default, e.g. on TPU).
     reseed_dropout: set the dropout seeds from (step, micro-batch) before each micro-batch
       (the trainer turns it off on TPU; masks then follow the seeds' own counters).
@@ -54,8 +57,7 @@ def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
   Call it inside `strategy.run` (or in a tf.function, for one device). The optimizer must be
   built for model.trainable_variables.
   """
-  micro = make_micro_gradients(model, optimizer, label_smoothing, micro_batch_tokens,
-                               jit_compile)
+  micro = make_micro_gradients(model, optimizer, label_smoothing, jit_compile)
   variables = model.trainable_variables
   seed_states = dropout.seed_states(model) if reseed_dropout else []
 
@@ -66,19 +68,19 @@ def make_train_step(model, optimizer, *, label_smoothing, micro_batch_tokens,
     return (optimizer.iterations * num_replicas + replica) * grad_accum_steps + k
 
   def step(batches):
-    grads, loss_sum, count = None, 0.0, 0.0
+    ctx = tf.distribute.get_replica_context()
+    # The mean is over ALL target tokens of the step, known before any forward pass.
+    count = tf.add_n([tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+                      for batch in batches])
+    count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)
+    grads, loss_sum = None, 0.0
     for k, batch in enumerate(batches):  # grad_accum_steps micro-batches
       if seed_states:
         dropout.reseed(seed_states, micro_batch_index(k))
-      g, l, c = micro(batch)
+      g, l = micro(batch, tf.maximum(count, 1.0))
       grads = list(g) if grads is None else [a + b for a, b in zip(grads, g)]
       loss_sum += l
-      count += c
-    ctx = tf.distribute.get_replica_context()
-    loss_sum, count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [loss_sum, count])
-    # grads hold d(sum of losses)/micro_batch_tokens; make them d(mean over ALL tokens).
-    scale = tf.cast(micro_batch_tokens, tf.float32) / tf.maximum(count, 1.0)
-    grads = [g * tf.cast(scale, g.dtype) for g in grads]
+    loss_sum = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss_sum)
     if num_replicas > 1:
       # The global gradient's norm needs the summed gradient; the optimizer sums again.
       summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)

@@ -131,7 +131,6 @@ class Trainer:
     self._train_fn = steps.make_train_loop(
         self.platform.strategy, steps.make_train_step(
             self.model, self.state.optimizer, label_smoothing=hparams.label_smoothing,
-            micro_batch_tokens=self.micro_batch_tokens,
             grad_accum_steps=config.grad_accum_steps, num_replicas=self.num_replicas,
             jit_compile=self.platform.jit_compile(config.xla),
             reseed_dropout=self.platform.reseeds_dropout, ema=self.state.ema or None),
