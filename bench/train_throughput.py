@@ -8,13 +8,14 @@ d_ff 1024, 4 heads) and XLA on / off, it times the full training step
 
 as the trainer runs it: t2t_lite.train.steps.make_train_step, whose forward and backward pass are
 XLA-compiled when xla is on (the Adam update is not; with xla off, the loss alone is), on a batch
-of 64 sentences x 32 source / 32 target tokens (no padding) with a 32k vocabulary, in float32
-and in each other precision of --precisions (bfloat16 compute, float32 weights: "t2t_lite_bf16").
-The same step is run for a model of the same dimensions built from keras-hub layers
-(TransformerEncoder / TransformerDecoder, a TokenAndPositionEmbedding shared by source and
-target, the tied ReversibleEmbedding as the vocab projection; same optimizer and loss), and next to the machine's fp32 matmul FLOP/s measured in
-the same run: tf.matmul of square float32 matrices (1024, 2048, 4096) under XLA, best over sizes
-and repeats ("matmul_gflops_per_s", the denominator of "fraction_of_matmul"). The same matmuls
+of 64 sentences x 32 source / 32 target tokens (no padding) with a 32k vocabulary, in float32 and
+in each other precision of --precisions (bfloat16 compute, float32 weights: "t2t_lite_bf16"). The
+same step is run for a model of the same dimensions built from keras-hub layers (TransformerEncoder
+/ TransformerDecoder, a TokenAndPositionEmbedding shared by source and target, the tied
+ReversibleEmbedding as the vocab projection; same optimizer and loss), and next to the machine's
+fp32 matmul FLOP/s measured in the same run: tf.matmul of square float32 matrices (1024, 2048,
+4096) under XLA, best over sizes and repeats ("matmul_gflops_per_s", the denominator of
+"fraction_of_matmul"). The same matmuls
 without XLA (TensorFlow's oneDNN kernels, often faster here) are reported next to it.
 
 Model FLOPs count matmuls only, a multiply-add = 2 FLOPs, training = 3 x forward
