@@ -8,13 +8,18 @@ Shapes: B batch, T target length, V vocabulary.
 import tensorflow as tf
 
 
+def target_weights(targets):
+  """targets int [B, T] -> float32 [B, T]: 1 for a target token, 0 for padding (id 0)."""
+  return tf.cast(tf.not_equal(targets, 0), tf.float32)
+
+
 def smoothed_cross_entropy(logits, targets, smoothing):
   """logits float [B, T, V], targets int [B, T] (0 = padding) -> (loss sum, token count).
 
   The smoothed target q puts 1 - smoothing on the true token and smoothing / (V - 1) on each
   other token (tensor2tensor's convention). Computed without materialising a one-hot [B, T, V].
   """
-  weights = tf.cast(tf.not_equal(targets, 0), tf.float32)  # [B, T]
+  weights = target_weights(targets)  # [B, T]
   return tf.reduce_sum(_token_losses(logits, targets, smoothing) * weights), tf.reduce_sum(weights)
 
 
@@ -43,6 +48,6 @@ xla_smoothed_cross_entropy = tf.function(smoothed_cross_entropy, jit_compile=Tru
 def token_accuracy(logits, targets):
   """-> (number of non-padding targets predicted exactly by argmax, token count)."""
   predictions = tf.argmax(logits, axis=-1, output_type=targets.dtype)  # [B, T]
-  weights = tf.cast(tf.not_equal(targets, 0), tf.float32)
+  weights = target_weights(targets)
   correct = tf.cast(tf.equal(predictions, targets), tf.float32) * weights
   return tf.reduce_sum(correct), tf.reduce_sum(weights)

@@ -70,7 +70,7 @@ def make_train_step(model, optimizer, *, label_smoothing, grad_accum_steps=1, nu
   def step(batches):
     ctx = tf.distribute.get_replica_context()
     # The mean is over ALL target tokens of the step, known before any forward pass.
-    count = tf.add_n([tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+    count = tf.add_n([tf.reduce_sum(losses.target_weights(batch["targets"]))
                       for batch in batches])
     count = ctx.all_reduce(tf.distribute.ReduceOp.SUM, count)
     grads, loss_sum = None, 0.0
