@@ -176,6 +176,28 @@ def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def test_bf16_bias_gradients_are_summed_in_float32():
+  """A bias's gradient in a bf16 step is its output's gradient summed over the batch's rows in
+  float32: TensorFlow's CPU gradient of tf.nn.bias_add sums bfloat16 in bfloat16, in which
+  4,096 ones add up to 256."""
+  from t2t_lite.modeling import mixed_precision
+  from t2t_lite.modeling.attention import MultiHeadAttention
+  from t2t_lite.modeling.transformer import FeedForward
+  x = tf.ones([64, 64, 16], tf.bfloat16)  # 4,096 rows
+  with mixed_precision.building("bf16"):  # sublayers are made when the layer is built
+    attention, ffn = MultiHeadAttention(2, 8, 8, 16), FeedForward(16, 32)
+    attention.build(x.shape)
+    ffn.build(x.shape)
+  for layer, bias in ((attention, lambda: attention.output_dense.bias),
+                      (ffn, lambda: ffn.outer.bias)):
+    with tf.GradientTape() as tape:
+      outputs = layer(x)
+      outputs = outputs[0] if isinstance(outputs, tuple) else outputs  # attention's (y, cache)
+      assert outputs.dtype == tf.bfloat16
+      loss = tf.reduce_sum(tf.cast(outputs, tf.float32))
+    np.testing.assert_array_equal(tape.gradient(loss, bias()).numpy(), np.full([16], 4096.0))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_layer_norm_equals_the_definition_and_keras(dtype):
   """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, float32 out, as Keras'

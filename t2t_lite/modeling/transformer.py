@@ -34,11 +34,11 @@ class FeedForward(keras.layers.Layer):
     self.dropout = Dropout(self.relu_dropout)
 
   def call(self, x, training=None):
-    if getattr(self.inner, "int8", None) is not None:  # an int8 model, decoding
-      flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
-      hidden = tf.nn.relu(quantization.linear(flat, [self.inner]))  # [B*T, F]
-      return tf.reshape(quantization.linear(hidden, [self.outer]), tf.shape(x))
-    return self.outer(self.dropout(self.inner(x), training=training))  # [B, T, F] -> [B, T, D]
+    # Not the Dense layers' calls: they add biases by tf.nn.bias_add (see quantization.linear).
+    flat = tf.reshape(x, [-1, self.d_model])  # [B*T, D]
+    hidden = tf.nn.relu(quantization.linear(flat, [self.inner]))  # [B*T, F]
+    hidden = self.dropout(hidden, training=training)
+    return tf.reshape(quantization.linear(hidden, [self.outer]), tf.shape(x))  # [B, T, D]
 
   def quantize_int8(self):
     """int8 decoding (quantization.py): W1 and W2 multiply in int8."""
