@@ -19,8 +19,8 @@ Vocabulary (vocab_type):
   * "words" (the default): one id per target symbol ("(NP", ")NP", a POS tag) and per source word
     seen at least `min_word_count` times in train (at most vocab_size words, most frequent
     first); a rarer or unseen word is one of UNKNOWN_WORD_CLASSES by its shape (a digit, a
-    hyphen, a capital, -ing, -ed, -ly, -s), as unknown-word signatures in treebank parsers, or
-    UNK. Written to data_dir/vocab.words.json with, for every word ever tagged as punctuation in
+    hyphen, a capital, a suffix such as -ing, -ous or -tion), as unknown-word signatures in
+    treebank parsers, or UNK. Written to data_dir/vocab.words.json with, for every word ever tagged as punctuation in
     train, the tags it had: `decode_constraint` uses them;
   * "bpe" / "unigram": SentencePiece of vocab_size shared by both sides (a 16k BPE is larger
     than the 3,000-sentence sample supports; no decoding constraint then).
@@ -54,10 +54,16 @@ from t2t_lite.registry import register_problem
 
 logger = logging.getLogger(__name__)
 
-# (token, pattern): the first whose pattern matches a whole unknown word is its id.
-UNKNOWN_WORD_CLASSES = (("<unk-digit>", ".*[0-9].*"), ("<unk-hyphen>", ".*-.*"),
-                        ("<unk-capital>", "[A-Z].*"), ("<unk-ing>", ".*ing"),
-                        ("<unk-ed>", ".*ed"), ("<unk-ly>", ".*ly"), ("<unk-s>", ".*s"))
+# (token, pattern): the first whose pattern matches a whole unknown word is its id. Suffixes
+# that mark a part of speech, as the Berkeley parser's unknown-word signatures: a sixth of a
+# sample sentence's words are unknown, and their tags (JJ or NN above all) were most errors.
+UNKNOWN_WORD_CLASSES = (
+    ("<unk-digit>", ".*[0-9].*"), ("<unk-hyphen>", ".*-.*"), ("<unk-capital-s>", "[A-Z].*s"),
+    ("<unk-capital>", "[A-Z].*"), ("<unk-ing>", ".*ing"), ("<unk-ed>", ".*ed"),
+    ("<unk-ly>", ".*ly"), ("<unk-adjective>", ".*(ous|less|ful|ive|ic|able|ible|al|ary)"),
+    ("<unk-noun>", ".*(tion|sion|ment|ness|ity|ism|ance|ence|ship|ure)"),
+    ("<unk-er>", ".*er"), ("<unk-est>", ".*est"), ("<unk-verb>", ".*(ize|ise|ify|ate)"),
+    ("<unk-s>", ".*s"), ("<unk-y>", ".*y"))
 _WSJ_FILE_RE = re.compile(r"wsj_(\d\d)\d\d\.mrg")
 _STANDARD_SECTIONS = {"train": range(2, 22), "dev": (22,), "test": (23,)}
 _HOW_TO_GET = ("the WSJ Penn Treebank (LDC99T42) is licensed and cannot be downloaded "

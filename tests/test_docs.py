@@ -5,6 +5,7 @@ import importlib.metadata
 import pathlib
 import re
 import shlex
+import tempfile
 
 import pytest
 
@@ -91,11 +92,13 @@ def test_docs_name_every_tool_and_each_command_parses():
   assert not bad, "\n".join(bad)
 
 
-def test_readme_python_api_runs_as_written(capsys):
+def test_readme_python_api_runs_as_written(capsys, monkeypatch, tmp_path):
   text = (ROOT / "README.md").read_text()
   section = text[text.index("## Python API"):]
   code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its mkdtemp(), not left in /tmp
   exec(compile(code, "README.md", "exec"), {})
+  assert list(tmp_path.iterdir())  # it did prepare its data there
   shape, target = capsys.readouterr().out.strip().split(") ", 1)
   assert shape.startswith("(") and shape.endswith(", 13")  # [B, T, vocab]
   assert target.split() and set(target.split()) <= set("0123456789")

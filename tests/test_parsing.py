@@ -412,8 +412,8 @@ def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
   assert all(stats[split]["empty"] == 0 for split in stats)
   tok = problem.tokenizer(data_dir)
   vocab = problem.read_vocab(data_dir)
-  # 3 reserved + 207 target symbols + 4,576 words seen twice or more + 7 unknown-word classes
-  assert tok.vocab_size == 4793
+  # 3 reserved + 207 target symbols + 4,576 words seen twice or more + 14 unknown-word classes
+  assert tok.vocab_size == 4800
   assert vocab["punctuation_words"]["'"] == ["''", "POS"] and vocab["punctuation_words"][","] == [","]
   pairs = problem.text_pairs("test", data_dir)
   assert len(pairs) == 338
@@ -425,9 +425,11 @@ def test_wsj_parsing_prepares_a_word_vocabulary_of_the_ptb_sample(wsj_data):
 def test_unknown_words_get_their_shape_class_in_python_and_in_graph():
   from t2t_lite.problems.wsj_parsing import ParsingTokenizer, UNKNOWN_WORD_CLASSES
   tok = ParsingTokenizer(["(S", "dog", "the"], UNKNOWN_WORD_CLASSES)
-  text = "the dog 1990 well-known Foo running jumped quickly dogs zzz"
+  text = ("the dog 1990 well-known Foo Analysts running jumped quickly dangerous requirement "
+          "dealer cheapest privatize dogs tiny zzz")
   assert tok.decode(tok.encode(text)) == (
-      "the dog <unk-digit> <unk-hyphen> <unk-capital> <unk-ing> <unk-ed> <unk-ly> <unk-s> <unk>")
+      "the dog <unk-digit> <unk-hyphen> <unk-capital> <unk-capital-s> <unk-ing> <unk-ed> "
+      "<unk-ly> <unk-adjective> <unk-noun> <unk-er> <unk-est> <unk-verb> <unk-s> <unk-y> <unk>")
   assert tok.tokenize([text, "dog"], add_eos=True).to_list() == [
       tok.encode(text, add_eos=True), tok.encode("dog", add_eos=True)]
 

@@ -35,7 +35,8 @@ def test_words_map_to_their_class_and_rare_words_drop_more_often(wsj):
   class_ids, counts = problem.word_classes(data_dir)
   vocab = tok.vocabulary
   assert vocab[class_ids[tok.encode("the")[0]]] == "<unk>"
-  assert vocab[class_ids[tok.encode("company")[0]]] == "<unk>"
+  assert vocab[class_ids[tok.encode("market")[0]]] == "<unk>"
+  assert vocab[class_ids[tok.encode("company")[0]]] == "<unk-y>"
   assert vocab[class_ids[tok.encode("Japanese")[0]]] == "<unk-capital>"
   assert vocab[class_ids[tok.encode("1989")[0]]] == "<unk-digit>"
   for token in (",", ".", "(NP", ")NP", "<unk-capital>", "<unk>"):  # no words: they stay
