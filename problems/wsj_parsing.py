@@ -20,8 +20,8 @@ Vocabulary (vocab_type):
     seen at least `min_word_count` times in train (at most vocab_size words, most frequent
     first); a rarer or unseen word is one of UNKNOWN_WORD_CLASSES by its shape (a digit, a
     hyphen, a capital, a suffix such as -ing, -ous or -tion), as unknown-word signatures in
-    treebank parsers, or UNK. Written to data_dir/vocab.words.json with, for every word ever tagged as punctuation in
-    train, the tags it had: `decode_constraint` uses them;
+    treebank parsers, or UNK. Written to data_dir/vocab.words.json with, for every word ever
+    tagged as punctuation in train, the tags it had: `decode_constraint` uses them;
   * "bpe" / "unigram": SentencePiece of vocab_size shared by both sides (a 16k BPE is larger
     than the 3,000-sentence sample supports; no decoding constraint then).
 Target tags (target_tags): "all" (the default) keeps every POS tag; "punctuation" writes XX for
