@@ -27,7 +27,7 @@ class FeedForward(keras.layers.Layer):
     self.relu_dropout = relu_dropout
 
   def build(self, input_shape):
-    self.inner = keras.layers.Dense(self.d_ff, activation="relu", name="inner")
+    self.inner = keras.layers.Dense(self.d_ff, name="inner")  # ReLU applied in call
     self.outer = keras.layers.Dense(self.d_model, name="outer")
     self.inner.build(input_shape)
     self.outer.build(list(input_shape[:-1]) + [self.d_ff])
