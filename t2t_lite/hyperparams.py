@@ -42,6 +42,10 @@ class HParams:
   # Not in the paper: each word type of a training example becomes its unknown-word class with
   # this probability (data/word_dropout.py), for vocabularies with such classes (wsj_parsing's).
   word_dropout: float = 0.0
+  # Not in the paper: each source and target-input token's whole embedding is zeroed with this
+  # probability in training (Marian's --dropout-src / --dropout-trg; Sennrich and Zhang 2019
+  # for small corpora), the rest scaled by 1 / (1 - p); positions are added after it.
+  token_dropout: float = 0.0
   # Optimisation (section 5.3).
   learning_rate: float = 1.0  # Multiplies the paper's schedule; 1.0 is the paper's.
   warmup_steps: int = 4000
@@ -135,7 +139,7 @@ _RANGES = {name: (check, wanted) for name, check, wanted in (
         "d_k", "d_v", "warmup_steps", "cooldown_start", "cooldown_steps")),
     *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
-        "adam_beta2", "weight_decay", "word_dropout")),
+        "adam_beta2", "weight_decay", "word_dropout", "token_dropout")),
     *((name, lambda x: math.isfinite(x) and x > 0, "a finite number > 0") for name in (
         "learning_rate", "adam_epsilon")),
     ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),

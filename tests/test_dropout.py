@@ -54,6 +54,15 @@ def test_layer_scales_kept_units_and_is_identity_in_inference():
   assert (grad != y).any()
 
 
+def test_whole_vectors_drops_each_last_axis_vector_whole():
+  layer = Dropout(0.5, seed=3, whole_vectors=True)
+  y = layer(tf.ones(SHAPE), training=True).numpy()  # [64, 32, 512]
+  zero, kept = (y == 0).all(axis=-1), (y == 2).all(axis=-1)  # [64, 32]
+  assert (zero | kept).all()
+  assert abs(zero.mean() - 0.5) < 0.05  # 2,048 vectors
+  np.testing.assert_array_equal(layer(tf.ones(SHAPE), training=False).numpy(), 1.0)
+
+
 def test_bad_rate_is_refused():
   with pytest.raises(ValueError, match="dropout rate must be in"):
     Dropout(1.0)

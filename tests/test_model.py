@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import t2t_lite
+from t2t_lite.modeling.dropout import seed_states
 from t2t_lite.modeling.embedding import sinusoid_positions
 from t2t_lite.modeling.losses import (smoothed_cross_entropy, token_accuracy,
                                       xla_smoothed_cross_entropy)
@@ -110,6 +111,23 @@ def test_embedding_is_shared_and_scaled():
   ids = tf.constant([[3, 7]])
   np.testing.assert_allclose(model.embedding(ids).numpy(),
                              tf.gather(shared[0], ids).numpy() * math.sqrt(64), rtol=1e-6)
+
+
+def test_token_dropout_zeroes_whole_token_embeddings_in_training_only():
+  model = tiny_model(overrides="token_dropout=0.5")  # dropout 0: only the token dropout
+  ids = tf.constant(random_ids([8, 32]))
+  positions = sinusoid_positions(32, 64).numpy()  # a dropped token keeps its position only
+  for side in ("encoder", "decoder"):
+    x = model._embed(ids, side, training=True).numpy()  # [8, 32, 64]
+    dropped = np.isclose(x, positions, atol=1e-6).all(axis=-1)  # [8, 32]
+    assert 0.3 < dropped.mean() < 0.7
+    kept = model.embedding(ids).numpy() * 2 + positions
+    np.testing.assert_allclose(x[~dropped], kept[~dropped], rtol=1e-5, atol=1e-5)
+    inference = model._embed(ids, side, training=False).numpy()
+    np.testing.assert_allclose(inference, model.embedding(ids).numpy() + positions, atol=1e-5)
+  # Without it the model has no such layer, so checkpoints from before it restore as they did.
+  assert not hasattr(tiny_model(), "token_dropout")
+  assert len(seed_states(model)) == len(seed_states(tiny_model())) + 1
 
 
 @pytest.mark.parametrize("cache_kind", ["buffers", "growing", "growing_in_graph"])

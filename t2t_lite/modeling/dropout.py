@@ -51,21 +51,26 @@ def keep_mask(shape, rate, seed):
 
 class Dropout(keras.layers.Layer):
   """Inverted dropout: in training, zero each element with probability `rate` and scale the
-  rest by 1 / (1 - rate); the identity otherwise. Each call draws a new mask."""
+  rest by 1 / (1 - rate); the identity otherwise. Each call draws a new mask. With
+  whole_vectors, the mask is drawn per vector of the last axis ([B, T, D]: per token)."""
 
-  def __init__(self, rate, seed=None, **kwargs):
+  def __init__(self, rate, seed=None, whole_vectors=False, **kwargs):
     super().__init__(**kwargs)
     if not 0.0 <= rate < 1.0:
       raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
     self.rate = rate
     self.seed = seed
+    self.whole_vectors = whole_vectors
     self.seed_generator = keras.random.SeedGenerator(seed, name="seed_generator")
     self.built = True
 
   def call(self, x, training=False):
     if not training or self.rate == 0.0:
       return x
-    keep = keep_mask(tf.shape(x), self.rate, self.seed_generator.next())
+    shape = tf.shape(x)
+    if self.whole_vectors:
+      shape = tf.concat([shape[:-1], [1]], 0)  # [..., 1], broadcast over the last axis
+    keep = keep_mask(shape, self.rate, self.seed_generator.next())
     return tf.where(keep, x * tf.cast(1.0 / (1.0 - self.rate), x.dtype), tf.zeros_like(x))
 
   def seed_state(self):
@@ -77,7 +82,7 @@ class Dropout(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(rate=self.rate, seed=self.seed)
+    config.update(rate=self.rate, seed=self.seed, whole_vectors=self.whole_vectors)
     return config
 
 

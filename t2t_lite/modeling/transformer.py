@@ -203,6 +203,8 @@ class Transformer(keras.Model):
         PositionEncoding(hp.position_encoding, hp.max_length, hp.d_model, name=f"{side}_positions")
         for side in ("encoder", "decoder"))
     self.input_dropout = Dropout(hp.dropout)
+    if hp.token_dropout:  # only then: checkpoints without it keep the same variables
+      self.token_dropout = Dropout(hp.token_dropout, whole_vectors=True)
     if hp.source_pointer:
       self.source_pointer = SourcePointer(vocab_size, hp.d_model, name="source_pointer")
     for i in range(hp.num_layers):
@@ -236,9 +238,11 @@ class Transformer(keras.Model):
     self.built = True
 
   def _embed(self, ids, side, training, start=0, positions=None, pointer=None):
-    """ids [B, T] -> dropout(embedding * sqrt(D) + positions [+ pointer]) float32 [B, T, D]:
-    the residual stream (see _Block). pointer [B, T, D]: the source pointer's vectors."""
-    x = getattr(self, f"{side}_positions")(self.embedding(ids), start=start, positions=positions)
+    """ids [B, T] -> dropout(token_dropout(embedding * sqrt(D)) + positions [+ pointer]) float32
+    [B, T, D]: the residual stream (see _Block). pointer [B, T, D]: the source pointer's."""
+    x = self.embedding(ids)  # [B, T, D]
+    x = self.token_dropout(x, training=training) if self.hparams.token_dropout else x
+    x = getattr(self, f"{side}_positions")(x, start=start, positions=positions)
     if pointer is not None:
       x += tf.cast(pointer, x.dtype)
     return tf.cast(self.input_dropout(x, training=training), tf.float32)
@@ -294,16 +298,13 @@ class Transformer(keras.Model):
     return (logits, self_weights, cross_weights) if return_attention else logits
 
   def call(self, features, training=False):
-    packed = {name: features.get(name) for name in (
-        "inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position")}
+    source_segments, source_positions, segments, positions = (features.get(name) for name in (
+        "inputs_segmentation", "inputs_position", "targets_segmentation", "targets_position"))
     encoder_output, inputs_mask = self.encode(
-        features["inputs"], training=training, segments=packed["inputs_segmentation"],
-        positions=packed["inputs_position"])
+        features["inputs"], training=training, segments=source_segments, positions=source_positions)
     return self.decode(features["targets"], encoder_output, inputs_mask, training=training,
-                       segments=packed["targets_segmentation"],
-                       positions=packed["targets_position"],
-                       inputs_segments=packed["inputs_segmentation"],
-                       inputs_positions=packed["inputs_position"])
+                       segments=segments, positions=positions, inputs_segments=source_segments,
+                       inputs_positions=source_positions)
 
   def attention_maps(self, inputs, targets):
     """All attention weights, for pictures: name -> list over layers of [B, H, T_q, T_k]."""
@@ -317,8 +318,7 @@ class Transformer(keras.Model):
     """What a target token attends to in the source, for word alignments: the last decoder
     layer's encoder-decoder attention, its heads averaged: targets int [B, T] -> float32
     [B, T, S] (fairseq's --print-alignment reads the same layer)."""
-    _, _, cross_weights = self.decode(targets, encoder_output, inputs_mask,
-                                      return_attention=True)
+    _, _, cross_weights = self.decode(targets, encoder_output, inputs_mask, return_attention=True)
     last = tf.cast(cross_weights[-1], tf.float32)  # [B, H, T, S]
     return tf.reduce_mean(last, axis=1)  # [B, T, S]
 
