@@ -103,7 +103,7 @@ def forward_flops(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH,
              + 2 * b * t * d * h * (k + v) + 2 * b * s * d * h * (k + v)
              + 2 * b * h * t * s * (k + v)
              + 4 * b * t * d * f)
-  return hp.num_layers * (encoder + decoder) + 2 * b * t * d * vocab
+  return hp.num_layers * encoder + hp.decoder_depth * decoder + 2 * b * t * d * vocab
 
 
 def train_flops(hp):
@@ -118,18 +118,19 @@ def step_matmuls(hp, batch=BATCH, source=SOURCE_LENGTH, target=TARGET_LENGTH, vo
   b, s, t, d, f, h = batch, source, target, hp.d_model, hp.d_ff, hp.num_heads
   k, v = hp.key_depth, hp.value_depth
   forward = collections.Counter()
-  for length in (s, t):  # the encoder's and the decoder's self-attention and FFN
-    forward[(1, b * length, d, h * (2 * k + v))] += hp.num_layers  # Q, K, V
-    forward[(b * h, length, k, length)] += hp.num_layers  # Q K^T
-    forward[(b * h, length, length, v)] += hp.num_layers  # weights x V
-    forward[(1, b * length, h * v, d)] += hp.num_layers  # output
-    forward[(1, b * length, d, f)] += hp.num_layers
-    forward[(1, b * length, f, d)] += hp.num_layers
-  forward[(1, b * t, d, h * k)] += hp.num_layers  # encoder-decoder attention: Q
-  forward[(1, b * s, d, h * (k + v))] += hp.num_layers  # K, V of the encoder output
-  forward[(b * h, t, k, s)] += hp.num_layers
-  forward[(b * h, t, s, v)] += hp.num_layers
-  forward[(1, b * t, h * v, d)] += hp.num_layers
+  n_dec = hp.decoder_depth
+  for length, n in ((s, hp.num_layers), (t, n_dec)):  # both stacks' self-attention and FFN
+    forward[(1, b * length, d, h * (2 * k + v))] += n  # Q, K, V
+    forward[(b * h, length, k, length)] += n  # Q K^T
+    forward[(b * h, length, length, v)] += n  # weights x V
+    forward[(1, b * length, h * v, d)] += n  # output
+    forward[(1, b * length, d, f)] += n
+    forward[(1, b * length, f, d)] += n
+  forward[(1, b * t, d, h * k)] += n_dec  # encoder-decoder attention: Q
+  forward[(1, b * s, d, h * (k + v))] += n_dec  # K, V of the encoder output
+  forward[(b * h, t, k, s)] += n_dec
+  forward[(b * h, t, s, v)] += n_dec
+  forward[(1, b * t, h * v, d)] += n_dec
   forward[(1, b * t, d, vocab)] += 1  # the shared embedding as the vocabulary projection
   matmuls = collections.Counter()
   for (batches, m, inner, n), count in forward.items():
@@ -184,7 +185,7 @@ class KerasHubTransformer(keras.Model):
     self.decoder_layers = [
         keras_hub.layers.TransformerDecoder(hp.d_ff, hp.num_heads, dropout=hp.dropout,
                                             layer_norm_epsilon=1e-6, name=f"decoder_{i}")
-        for i in range(hp.num_layers)]
+        for i in range(hp.decoder_depth)]
     self.dropout = keras.layers.Dropout(hp.dropout)
 
   def call(self, features, training=False):

@@ -19,15 +19,16 @@ def transformer_tiny_range():
 @register_ranged_hparams()
 def transformer_multi30k_range():
   """Over transformer_base on multi30k_ende in a fixed number of CPU minutes: the model's size
-  is free (a smaller model makes more epochs in the same minutes), with the strong dropout small
-  models want on Multi30k's 29k pairs, the optimiser's rate, warmup and batch, the moving
-  average of the weights, and the dev decode's beam and alpha. Every d_model is divisible by
+  is free (a smaller model makes more epochs in the same minutes; decoder_layers 0 = as deep as
+  the encoder), with the strong dropout small models want on Multi30k's 29k pairs, the
+  optimiser's rate, warmup and batch, the moving average of the weights, and the dev decode's
+  beam and alpha. Every d_model is divisible by
   every num_heads. Rates stop at 2 and batches at 4096 tokens: the first study's trials beyond
   them diverged or made too few steps in a CPU trial's minutes to be compared
   (docs/benchmarks.md)."""
   return SearchSpace(
-      num_layers=IntRange(2, 6), d_model=Choice([128, 256, 512]),
-      d_ff=Choice([512, 1024, 2048]), num_heads=Choice([4, 8]),
+      num_layers=IntRange(2, 6), decoder_layers=Choice([0, 1, 2]),
+      d_model=Choice([128, 256, 512]), d_ff=Choice([512, 1024, 2048]), num_heads=Choice([4, 8]),
       dropout=FloatRange(0.1, 0.4), attention_dropout=FloatRange(0.0, 0.2),
       label_smoothing=FloatRange(0.0, 0.2), weight_decay=FloatRange(1e-4, 0.1, log=True),
       learning_rate=FloatRange(0.3, 2.0, log=True), warmup_steps=IntRange(400, 2000, log=True),
@@ -45,8 +46,9 @@ def transformer_multi30k_narrow_range():
   are short (7% under the references at alpha 0.6), and on all 1,014 dev sentences alpha 1.5
   scored 0.75 BLEU above 0.6, where 2.0 started runaway outputs."""
   return SearchSpace(
-      num_layers=IntRange(2, 3), d_model=Choice([256]), d_ff=Choice([1024, 2048]),
-      num_heads=Choice([4, 8]), batch_size=Choice([4096]), beam_size=Choice([4]),
+      num_layers=IntRange(2, 3), decoder_layers=Choice([0, 1]), d_model=Choice([256]),
+      d_ff=Choice([1024, 2048]), num_heads=Choice([4, 8]), batch_size=Choice([4096]),
+      beam_size=Choice([4]),
       dropout=FloatRange(0.1, 0.3), attention_dropout=FloatRange(0.0, 0.1),
       label_smoothing=FloatRange(0.1, 0.2), weight_decay=FloatRange(0.01, 0.1, log=True),
       learning_rate=FloatRange(0.6, 1.2, log=True), warmup_steps=IntRange(400, 800, log=True),
@@ -56,11 +58,13 @@ def transformer_multi30k_narrow_range():
 @register_ranged_hparams()
 def transformer_parsing_small_range():
   """Over transformer_parsing_small on the wsj_parsing sample: the architecture (with or
-  without the source pointer), dropout, word dropout, label smoothing, beam and alpha (the
-  target tag mode is a problem setting, --problem_settings, one study each)."""
+  without the source pointer; decoder_layers 0 = as deep as the encoder), dropout, word
+  dropout, label smoothing, beam and alpha (the target tag mode is a problem setting,
+  --problem_settings, one study each)."""
   return SearchSpace(
       source_pointer=Choice([False, True]), word_dropout=FloatRange(0.0, 0.8),
-      num_layers=IntRange(2, 6), d_model=Choice([128, 256, 384]), d_ff=Choice([512, 1024]),
+      num_layers=IntRange(2, 6), decoder_layers=Choice([0, 1, 2]),
+      d_model=Choice([128, 256, 384]), d_ff=Choice([512, 1024]),
       num_heads=Choice([4, 8]), dropout=FloatRange(0.1, 0.4),
       attention_dropout=FloatRange(0.0, 0.2), label_smoothing=FloatRange(0.0, 0.2),
       learning_rate=FloatRange(0.3, 3.0, log=True), warmup_steps=IntRange(200, 2000, log=True),

@@ -22,6 +22,9 @@ class HParams:
   """Hyperparameters of a Transformer run. Defaults are the paper's base model (section 3, 5)."""
   # Model (section 3). d_k / d_v of 0 mean d_model // num_heads.
   num_layers: int = 6  # N, for both the encoder and the decoder stack.
+  # Not in the paper: a decoder stack of its own depth (0 = num_layers), as fairseq's
+  # --decoder-layers: a deep encoder and a shallow decoder (Kasai et al. 2021) decode faster.
+  decoder_layers: int = 0
   d_model: int = 512
   d_ff: int = 2048
   num_heads: int = 8
@@ -80,6 +83,11 @@ class HParams:
     return self.d_k or self.d_model // self.num_heads
 
   @property
+  def decoder_depth(self):
+    """The decoder stack's number of layers."""
+    return self.decoder_layers or self.num_layers
+
+  @property
   def value_depth(self):
     """d_v: per-head value size."""
     return self.d_v or self.d_model // self.num_heads
@@ -136,7 +144,7 @@ _RANGES = {name: (check, wanted) for name, check, wanted in (
         "num_layers", "d_model", "d_ff", "num_heads", "max_length", "batch_size",
         "beam_size", "extra_length")),
     *((name, lambda x: x >= 0, ">= 0") for name in (
-        "d_k", "d_v", "warmup_steps", "cooldown_start", "cooldown_steps")),
+        "d_k", "d_v", "decoder_layers", "warmup_steps", "cooldown_start", "cooldown_steps")),
     *((name, lambda x: math.isfinite(x) and 0 <= x < 1, "in [0, 1)") for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing", "adam_beta1",
         "adam_beta2", "weight_decay", "word_dropout", "token_dropout")),

@@ -244,11 +244,14 @@ def test_quantization_is_refused_for_a_saved_model(model_dir, tmp_path):
   assert not (tmp_path / "x").exists()
 
 
-def test_pre_norm_and_learned_positions_convert_exactly(tmp_path):
-  """The other architecture settings, through the library: beam 4 over a made-up vocabulary,
-  ours (search.beams) against CTranslate2's hypotheses ranked by our score."""
-  hparams = t2t_lite.get_hparams("transformer_tiny").replace(
-      norm_type="pre", position_encoding="learned", max_length=24)
+@pytest.mark.parametrize("changes", [
+    dict(norm_type="pre", position_encoding="learned", max_length=24),
+    dict(num_layers=3, decoder_layers=1)])
+def test_other_architectures_convert_exactly(tmp_path, changes):
+  """The other architecture settings (pre-norm with learned positions; a deep encoder and a
+  shallow decoder), through the library: beam 4 over a made-up vocabulary, ours (search.beams)
+  against CTranslate2's hypotheses ranked by our score."""
+  hparams = t2t_lite.get_hparams("transformer_tiny").replace(**changes)
   tokens = ["<pad>", "</s>", "<unk>"] + [f"t{i}" for i in range(3, 40)]
   keras.utils.set_random_seed(5)
   model = t2t_lite.build_model(hparams, len(tokens))

@@ -50,8 +50,9 @@ def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
     import train_throughput
   finally:
     sys.path.remove(str(ROOT / "bench"))
-  for name in ("transformer_base", "small"):
-    hp = train_throughput.model_hparams(name)
+  sizes = {name: train_throughput.model_hparams(name) for name in ("transformer_base", "small")}
+  sizes["small, 1 decoder layer"] = sizes["small"].replace(decoder_layers=1)
+  for name, hp in sizes.items():
     matmuls = train_throughput.step_matmuls(hp)
     flops = sum(2 * batches * m * k * n * count
                 for (batches, m, k, n, _, _), count in matmuls.items())
@@ -61,7 +62,7 @@ def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
     # 309 dots of the step's optimized XLA module).
     transposes = {(ta, tb) for (*_, ta, tb) in matmuls}
     assert transposes == {(False, False), (False, True), (True, False)}
-    assert sum(matmuls.values()) == 3 * (17 * hp.num_layers + 1)
+    assert sum(matmuls.values()) == 3 * (6 * hp.num_layers + 11 * hp.decoder_depth + 1), name
 
 
 _INSTALLED_CHECK = """

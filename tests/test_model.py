@@ -166,6 +166,36 @@ def test_cached_decode_steps_equal_full_decode(cache_kind):
     assert self_cache["key_buffer"].shape == (2, 4, 5, 16)
 
 
+def test_decoder_of_its_own_depth_decodes_as_its_full_decoder():
+  """decoder_layers (fairseq's --decoder-layers): 3 encoder layers and 1 decoder layer, each
+  used; cached steps give the full decoder's logits; 0 (the default) means num_layers, and
+  layers are still created interleaved, the variable order that runs' checkpoints keep."""
+  model = tiny_model(overrides="num_layers=3,decoder_layers=1")
+  assert (len(model.encoder_layers), len(model.decoder_layers)) == (3, 1)
+  layers = [v.path.split("/")[1] for v in model.trainable_variables]
+  assert [p for p in dict.fromkeys(layers) if p[:-1] in ("encoder_", "decoder_")] == [
+      "encoder_0", "decoder_0", "encoder_1", "encoder_2"]
+  three = tiny_model(overrides="num_layers=3")  # 3 + 3: two decoder layers more
+  assert three.count_params() - model.count_params() == 2 * model.decoder_0.count_params()
+  inputs, targets = random_ids([2, 6], seed=8), random_ids([2, 5], seed=9)
+  with tf.GradientTape() as tape:
+    full = model({"inputs": inputs, "targets": targets})
+  grads = tape.gradient(full, model.trainable_variables)
+  assert all(g is not None for g in grads)
+  encoded, mask = model.encode(inputs)
+  cache, previous, steps = model.init_cache(encoded, mask, 5), tf.zeros([2], tf.int32), []
+  for i in range(5):
+    logits, cache = model.decode_step(previous, tf.constant(i), cache)
+    steps.append(logits.numpy())
+    previous = tf.constant(targets[:, i])
+  np.testing.assert_allclose(np.stack(steps, axis=1), full.numpy(), atol=2e-5)
+  assert len(cache["layers"]) == 1
+  default = tiny_model()
+  assert default.hparams.decoder_depth == default.hparams.num_layers == 2
+  assert [v.path for v in default.trainable_variables] == [
+      v.path for v in tiny_model(overrides="decoder_layers=2").trainable_variables]
+
+
 @pytest.mark.parametrize("norm_type", ["post", "pre"])
 def test_bf16_inference_model_rounds_weights_once_and_decodes_as_the_mixed_model(norm_type):
   """mixed_precision.inference_model: bfloat16 weights (LayerNorm's float32), the same logits and
@@ -427,6 +457,8 @@ def test_weight_decay_shrinks_every_weight_but_layer_norms_and_biases():
      "bad override 'num_layers': expected name=value"),
     (lambda: t2t_lite.get_hparams("transformer_base", "num_heads=7"),
      "d_model=512 is not divisible by num_heads=7"),
+    (lambda: t2t_lite.get_hparams("transformer_base", "decoder_layers=-1"),
+     "decoder_layers must be >= 0, got -1"),
     (lambda: t2t_lite.get_hparams("transformer_base", "norm_type=sandwich"),
      "norm_type must be 'post' or 'pre'"),
 ])

@@ -115,7 +115,7 @@ def model_spec(model, tokens, position_length):
   from ctranslate2.specs import transformer_spec
   hp = model.hparams
   spec = transformer_spec.TransformerSpec.from_config(
-      hp.num_layers, hp.num_heads, pre_norm=hp.norm_type == "pre")
+      (hp.num_layers, hp.decoder_depth), hp.num_heads, pre_norm=hp.norm_type == "pre")
   spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
   spec.config.add_source_eos = True
   spec.config.bos_token = spec.config.decoder_start_token = tokens[0]  # our decoder's start id

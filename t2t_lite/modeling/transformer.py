@@ -207,9 +207,11 @@ class Transformer(keras.Model):
       self.token_dropout = Dropout(hp.token_dropout, whole_vectors=True)
     if hp.source_pointer:
       self.source_pointer = SourcePointer(vocab_size, hp.d_model, name="source_pointer")
-    for i in range(hp.num_layers):
-      setattr(self, f"encoder_{i}", EncoderLayer(hp, name=f"encoder_{i}"))
-      setattr(self, f"decoder_{i}", DecoderLayer(hp, name=f"decoder_{i}"))
+    for i in range(max(hp.num_layers, hp.decoder_depth)):  # interleaved: runs' variable order
+      if i < hp.num_layers:
+        setattr(self, f"encoder_{i}", EncoderLayer(hp, name=f"encoder_{i}"))
+      if i < hp.decoder_depth:
+        setattr(self, f"decoder_{i}", DecoderLayer(hp, name=f"decoder_{i}"))
     # Pre-norm stacks end with one more LayerNorm; post-norm outputs are already normalised.
     if hp.norm_type == "pre":
       self.encoder_norm, self.decoder_norm = (
@@ -221,7 +223,7 @@ class Transformer(keras.Model):
 
   @property
   def decoder_layers(self):
-    return [getattr(self, f"decoder_{i}") for i in range(self.hparams.num_layers)]
+    return [getattr(self, f"decoder_{i}") for i in range(self.hparams.decoder_depth)]
 
   def build(self, input_shape=None):
     hp = self.hparams
@@ -259,11 +261,9 @@ class Transformer(keras.Model):
     x = self._embed(inputs, "encoder", training, positions=positions)
     weights = []
     for layer in self.encoder_layers:
-      if return_attention:
-        x, w = layer(x, bias, training=training, return_attention=True)
-        weights.append(w)
-      else:
-        x = layer(x, bias, training=training)
+      out = layer(x, bias, training=training, return_attention=return_attention)
+      x = out[0] if return_attention else out
+      weights += [out[1]] if return_attention else []
     outputs = (self._final_norm(x, "encoder"), tf.not_equal(inputs, 0))
     return outputs + (weights,) if return_attention else outputs
 

@@ -21,8 +21,8 @@ from t2t_lite.train.train_config import TrainerError
 
 
 # What the weights' shapes and meaning depend on (max_length too, with learned positions).
-ARCHITECTURE = ("num_layers", "d_model", "d_ff", "num_heads", "key_depth", "value_depth",
-                "norm_type", "position_encoding", "source_pointer")
+ARCHITECTURE = ("num_layers", "decoder_depth", "d_model", "d_ff", "num_heads", "key_depth",
+                "value_depth", "norm_type", "position_encoding", "source_pointer")
 
 
 @dataclasses.dataclass
