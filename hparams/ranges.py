@@ -22,10 +22,9 @@ def transformer_multi30k_range():
   is free (a smaller model makes more epochs in the same minutes; decoder_layers 0 = as deep as
   the encoder), with the strong dropout small models want on Multi30k's 29k pairs, the
   optimiser's rate, warmup and batch, the moving average of the weights, and the dev decode's
-  beam and alpha. Every d_model is divisible by
-  every num_heads. Rates stop at 2 and batches at 4096 tokens: the first study's trials beyond
-  them diverged or made too few steps in a CPU trial's minutes to be compared
-  (docs/benchmarks.md)."""
+  beam and alpha. Every d_model is divisible by every num_heads. Rates stop at 2 and batches at
+  4096 tokens: the first study's trials beyond them diverged or made too few steps in a CPU
+  trial's minutes to be compared (docs/benchmarks.md)."""
   return SearchSpace(
       num_layers=IntRange(2, 6), decoder_layers=Choice([0, 1, 2]),
       d_model=Choice([128, 256, 512]), d_ff=Choice([512, 1024, 2048]), num_heads=Choice([4, 8]),

@@ -78,14 +78,14 @@ class HParams:
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
 
   @property
-  def key_depth(self):
-    """d_k: per-head query/key size."""
-    return self.d_k or self.d_model // self.num_heads
-
-  @property
   def decoder_depth(self):
     """The decoder stack's number of layers."""
     return self.decoder_layers or self.num_layers
+
+  @property
+  def key_depth(self):
+    """d_k: per-head query/key size."""
+    return self.d_k or self.d_model // self.num_heads
 
   @property
   def value_depth(self):
