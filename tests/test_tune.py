@@ -120,10 +120,12 @@ def _alive(pid):
 
 
 def _wait_for(condition, seconds, what):
+  """-> condition()'s first true value, polled every 0.2 s for up to `seconds`."""
   deadline = time.time() + seconds
-  while not condition():
+  while not (value := condition()):
     assert time.time() < deadline, f"waited {seconds} s for {what}"
     time.sleep(0.2)
+  return value
 
 
 def _load(study_dir):
@@ -163,10 +165,8 @@ def study(reverse_dir, tmp_path_factory):
   # Read before A's second trainer starts, and kill as soon as it has: on a loaded machine
   # a read of the database between the two can outlast a 5-step trial.
   before_kill = _load(study_dir)
-  trainers = []
-  _wait_for(lambda: trainers.extend(_children(first.pid)) or trainers, 60, "A's second trainer")
+  trainer = _wait_for(lambda: _children(first.pid), 60, "A's second trainer")[0]
   first.kill()
-  trainer = trainers[0]
   first.wait()
   resumed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   _wait_for(lambda: not _alive(trainer), 60, "the trainer to end with its tuner")
