@@ -7,7 +7,7 @@ assertions: a trial is a TensorFlow process of 15-20 s on a CPU.
 """
 import os
 import shlex
-import sqlite3
+import signal
 import subprocess
 import sys
 import time
@@ -132,38 +132,33 @@ def _load(study_dir):
   return optuna.load_study(study_name="study", storage=f"sqlite:///{study_dir}/study.db").trials
 
 
-def _started(study_dir):
-  """Whether the study has a trial, read without making the database (B makes it)."""
-  try:
-    with sqlite3.connect(f"file:{study_dir}/study.db?mode=ro", uri=True) as db:
-      return db.execute("SELECT COUNT(*) FROM trials").fetchone()[0] > 0
-  except sqlite3.Error:  # No database or tables yet.
-    return False
-
-
 @pytest.fixture(scope="module")
 def study(reverse_dir, tmp_path_factory):
-  """Worker B (2 trials of 1000 steps, and a threshold no trial meets: pruned at its first
+  """Worker B (1 trial of 1000 steps, and a threshold no trial meets: pruned at its first
   evaluation) starts trial 0, then tuner A (3 trials of 5 steps) joins it on one SQLite file; A
   is SIGKILLed while the trial after its first trains, then the same command resumes the study.
-  B goes first so that the trial numbers do not depend on which process the machine's load
-  lets ask first. -> what each process said and did."""
+  B's trainer is held (SIGSTOP) until A's first trainer runs: left to the machine's load, B's
+  trial could end before A asks, and the two would not run side by side.
+  -> what each process said and did."""
   study_dir = tmp_path_factory.mktemp("tune") / "study"
   common = [*TUNE, *TINY, f"--data_dir={reverse_dir}", f"--study_dir={study_dir}"]
   command = [*common, "--train_steps=5", "--pruner=none",
              "--enqueue=d_model=64,learning_rate=0.5"]
   pruned = [*common, "--train_steps=1000", "--pruner=threshold", "--prune_threshold=0",
-            "--trials=2"]
+            "--trials=1"]
   other = subprocess.Popen(pruned, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  _wait_for(lambda: _started(study_dir), 120, "B's first trial")
+  held = _wait_for(lambda: _children(other.pid), 120, "B's trainer")[0]
+  os.kill(held, signal.SIGSTOP)
   first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    _wait_for(lambda: _children(first.pid), 120, "A's first trainer")
+  finally:
+    os.kill(held, signal.SIGCONT)
   progress = []
   for line in first.stderr:
     progress.append(line)
     if line.startswith("trial "):
       break
-  # Read before A's second trainer starts, and kill as soon as it has: on a loaded machine
-  # a read of the database between the two can outlast a 5-step trial.
   before_kill = _load(study_dir)
   trainer = _wait_for(lambda: _children(first.pid), 60, "A's second trainer")[0]
   first.kill()
