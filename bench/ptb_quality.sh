@@ -22,7 +22,9 @@
 # (optional: score these .mrg files' trees instead of the test split), WORK (default
 # /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
 # AT_MINUTES (earlier marks to score too, e.g. "10 20"),
-# HPARAMS (default transformer_parsing_small), OVERRIDES (hparams overrides), BEAM and ALPHA
+# PROBLEM (default wsj_parsing; wsj_parsing_spans with HPARAMS=transformer_parsing_spans, the
+# span-classifying parser), HPARAMS (default transformer_parsing_small), OVERRIDES (hparams
+# overrides), BEAM and ALPHA
 # (default: the hparams set's), DEV_EXAMPLES (dev sentences decoded at each
 # evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps,
 # default 1000), PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a
@@ -42,6 +44,7 @@ WORK="${WORK:-/tmp/t2t_lite_ptb_quality}"
 MINUTES="${MINUTES:-40}"
 AT_MINUTES="${AT_MINUTES:-}"
 HPARAMS="${HPARAMS:-transformer_parsing_small}"
+export PROBLEM="${PROBLEM:-wsj_parsing}"
 OVERRIDES="${OVERRIDES:-}"
 DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
 EVAL_EVERY="${EVAL_EVERY:-1000}"
@@ -71,7 +74,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 ticks_before=$(cpu_ticks)
 start=$(date +%s)
 "$PY" -m t2t_lite.bin.train --problem_settings="${PROBLEM_SETTINGS:-}" \
-  --problem=wsj_parsing --hparams="$HPARAMS" --hparams_overrides="$OVERRIDES" \
+  --problem="$PROBLEM" --hparams="$HPARAMS" --hparams_overrides="$OVERRIDES" \
   --data_dir="$WORK/data" --raw_dir="$RAW_DIR" --model_dir="$WORK/model" \
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints="$(( ${MINUTES%.*} / 2 + 6 ))" \
@@ -102,14 +105,14 @@ EOF
 
 # The sentences to parse and their gold trees (normalised as the problem reads them).
 "$PY" - "$WORK" "$TEST_DIR" <<'EOF'
-import sys
+import os, sys
 import t2t_lite
 from t2t_lite.parsing import treebank
 from t2t_lite.problems.wsj_parsing import find_mrg_files, read_trees
 from t2t_lite.rundir import run_files
 work, test_dir = sys.argv[1:]
 settings = run_files.read_run(f"{work}/model").data_settings
-problem = t2t_lite.get_problem("wsj_parsing", **settings)
+problem = t2t_lite.get_problem(os.environ["PROBLEM"], **settings)
 if test_dir:
   trees = [str(tree) for path in find_mrg_files(test_dir) for tree in read_trees(path)]
   sources = [" ".join(treebank.parse_tree(tree).words()) for tree in trees]
@@ -148,7 +151,8 @@ if before and after and int(after[1]) > int(before[1]):
   steal = round((int(after[0]) - int(before[0])) / (int(after[1]) - int(before[1])), 3)
 sources = open(f"{work}/test.src", encoding="utf-8").read().splitlines()
 gold = open(f"{work}/test.gold", encoding="utf-8").read().splitlines()
-problem = t2t_lite.get_problem("wsj_parsing", **run_files.read_run(f"{work}/model").data_settings)
+problem = t2t_lite.get_problem(os.environ["PROBLEM"],
+                               **run_files.read_run(f"{work}/model").data_settings)
 
 
 def result(mark):
@@ -171,7 +175,7 @@ final = results[marks[-1]]
 log = open(f"{work}/train.log").read()
 dev = re.findall(r"dev_bracket_f1 ([0-9.]+)", log)
 print(json.dumps({
-    "bench": "ptb_quality", "problem": "wsj_parsing", "hparams": hparams,
+    "bench": "ptb_quality", "problem": os.environ["PROBLEM"], "hparams": hparams,
     "overrides": overrides, "problem_settings": problem.settings(), "test": test,
     "train_precision": os.environ["PRECISION"],
     "trained_in": (re.findall(r"^computing in (\S+)", log, re.M) or [None])[0],

@@ -231,6 +231,9 @@ class WsjParsing(Problem):
              "word_counts": [counts[word] for word in kept], "punctuation_words": punctuation,
              "unknown_word_classes": [list(c) for c in UNKNOWN_WORD_CLASSES],
              "target_tags": self.target_tags}
+    self._write_vocab(data_dir, vocab)
+
+  def _write_vocab(self, data_dir, vocab):
     tf.io.gfile.makedirs(data_dir)
     with tf.io.gfile.GFile(self._vocab_path(data_dir), "w") as f:
       f.write(json.dumps(vocab, ensure_ascii=False, indent=0))
@@ -248,12 +251,17 @@ class WsjParsing(Problem):
       return super().tokenizer(data_dir)
     if data_dir not in self._tokenizers:
       vocab = self.read_vocab(data_dir)
-      symbols = vocab["open"] + vocab["close"] + vocab["tag"]
+      symbols = self._symbols(vocab, data_dir)
       known = set(symbols)
       self._tokenizers[data_dir] = ParsingTokenizer(
           symbols + [word for word in vocab["words"] if word not in known],
           vocab.get("unknown_word_classes", ()))
     return self._tokenizers[data_dir]
+
+  def _symbols(self, vocab, data_dir):
+    """The vocabulary's symbols, its first ids after the reserved ones (its words follow)."""
+    del data_dir  # A subclass's error names it.
+    return vocab["open"] + vocab["close"] + vocab["tag"]
 
   def decode_constraint(self, data_dir):
     """The TreeConstraint of data_dir's (or model_dir's) vocabulary; None for SentencePiece."""

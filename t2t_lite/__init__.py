@@ -24,11 +24,12 @@ def list_problems():
   return PROBLEMS.names()
 
 
-def build_model(hparams, vocab_size, source_slots=None):
-  """Returns a `Transformer` with its weights created (source_slots: with hparams
-  source_pointer, the token ids that place a source word, `Problem.source_slots`)."""
-  from t2t_lite.modeling.transformer import build_model as _build
-  return _build(hparams, vocab_size, source_slots=source_slots)
+def build_model(hparams, vocab_size, source_slots=None, spans=None):
+  """Returns the model of hparams.architecture with its weights created: a `Transformer`
+  (source_slots: with hparams source_pointer, the token ids that place a source word,
+  `Problem.source_slots`) or a `SpanParser` (spans: its problem's `span_vocabulary`)."""
+  from t2t_lite.modeling.architectures import build_model as _build
+  return _build(hparams, vocab_size, source_slots=source_slots, spans=spans)
 
 
 def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):

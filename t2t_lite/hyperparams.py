@@ -21,6 +21,9 @@ class HParamsError(T2TLiteError, ValueError):
 class HParams:
   """Hyperparameters of a Transformer run. Defaults are the paper's base model (section 3, 5)."""
   # Model (section 3). d_k / d_v of 0 mean d_model // num_heads.
+  # Not in the paper: "span_parser", an encoder that classifies spans (modeling/span_parser.py),
+  # for the wsj_parsing_spans problem.
+  architecture: str = "transformer"
   num_layers: int = 6  # N, for both the encoder and the decoder stack.
   # Not in the paper: a decoder stack of its own depth (0 = num_layers), as fairseq's
   # --decoder-layers: a deep encoder and a shallow decoder (Kasai et al. 2021) decode faster.
@@ -152,6 +155,8 @@ _RANGES = {name: (check, wanted) for name, check, wanted in (
         "learning_rate", "adam_epsilon")),
     ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),
     ("norm_type", lambda x: x in ("post", "pre"), "'post' or 'pre'"),
+    ("architecture", lambda x: x in ("transformer", "span_parser"),
+     "'transformer' or 'span_parser'"),
     ("position_encoding", lambda x: x in ("sinusoid", "learned"), "'sinusoid' or 'learned'"),
 )}
 

@@ -113,6 +113,10 @@ def main(argv=None):
         **flags.field_values(args, translation.DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
+  if translator.loaded.hparams.architecture != "transformer":
+    return cli.fail("t2t-lite-attention", f"{args.model_dir} is a "
+                    f"{translator.loaded.hparams.architecture}: attention pictures are of an "
+                    "encoder-decoder Transformer's attention")
   logger.info("attention of %s; %s", translator.loaded.which(), translator.loaded.computing())
   tokenizer = translator.tokenizer
   source_ids = list(tokenizer.encode(args.text, add_eos=True))

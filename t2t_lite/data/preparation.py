@@ -110,7 +110,7 @@ def write_split(problem, split, tok, data_dir, raw_dir, progress_seconds, worker
         continue
       if text_file:
         text_file.write(json.dumps([source, target], ensure_ascii=False) + "\n")
-      chunk.append((source, target))
+      chunk.append((source, problem.record_target(source, target)))
       if len(chunk) == _CHUNK:
         for encoded in encoder.put(chunk):
           write(encoded)

@@ -126,11 +126,20 @@ class Problem:
   # Whether each output places its source's words in order, a token each (hparams
   # source_pointer); such a problem implements source_slots(data_dir): those tokens' ids.
   places_source_words = False
+  # Whether its targets are span labels for a span parser (hparams architecture=span_parser);
+  # such a problem implements span_vocabulary(data_dir) (modeling/span_parser.py).
+  predicts_spans = False
   # Whether its vocabulary gives words an unknown-word class (hparams word_dropout); such a
   # problem implements word_classes(data_dir).
   has_word_classes = False
 
   # ----------------------------------------------------------------- subclass hooks
+  def record_target(self, source, target):
+    """The target the records hold for a (source, target) pair (the dev and test text keep
+    `target`): the pair's own, unless the model predicts something else (wsj_parsing_spans)."""
+    del source
+    return target
+
   def raw_pairs(self, split, raw_dir):
     """Yields (source, target) strings of canonical `split` from `raw_dir`."""
     raise NotImplementedError(f"{type(self).__name__} must implement raw_pairs")

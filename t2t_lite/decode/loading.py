@@ -22,7 +22,7 @@ from t2t_lite.data import data_files
 from t2t_lite.decode import ensemble
 from t2t_lite.hyperparams import HParams
 from t2t_lite.modeling import mixed_precision
-from t2t_lite.modeling.transformer import build_model
+from t2t_lite.modeling.architectures import build_model
 from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.rundir.run_files import RunDirError
 
@@ -75,7 +75,8 @@ def _load_one(model_dir, checkpoint_path, precision):
   problem = registry.get_problem(saved.require_problem(), **saved.data_settings)
   tokenizer = problem.tokenizer(model_dir)
   with mixed_precision.building("none"):  # checkpoints hold float32 weights
-    model = build_model(hparams, tokenizer.vocab_size)
+    model = build_model(hparams, tokenizer.vocab_size, spans=problem.span_vocabulary(model_dir)
+                        if hparams.architecture == "span_parser" else None)
   checkpoint, why = _restore(model, model_dir, checkpoint_path)
   model = mixed_precision.inference_model(model, precision[0])
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint],
@@ -148,6 +149,9 @@ def _load_ensemble(model_dirs, checkpoint_path, precision):
       raise RunDirError(f"the vocabulary of {directory} differs from {model_dirs[0]}'s (sha256 "
                         f"{checksum[:12] or 'none'} vs {vocabulary[:12] or 'none'}): an ensemble "
                         "needs one vocabulary")
+  if len(members) > 1 and first.hparams.architecture != "transformer":
+    raise RunDirError(f"{model_dirs[0]} is a {first.hparams.architecture}: an ensemble decodes "
+                      "Transformers (their next-token distributions averaged)")
   model = ensemble.Ensemble([m.model for m in members]) if len(members) > 1 else first.model
   return LoadedModel(model, first.hparams, first.problem, first.tokenizer, first.checkpoint,
                      model_dirs, [m.checkpoint for m in members],

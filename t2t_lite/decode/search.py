@@ -8,8 +8,9 @@ Shapes: B sentences, S source length, K beam size, L longest output, V vocabular
 """
 import tensorflow as tf
 
-from t2t_lite.decode import beam_search, lexical
+from t2t_lite.decode import beam_search, cky, lexical
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
+from t2t_lite.modeling.span_parser import SpanParser
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
@@ -53,6 +54,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
   encoding, outputs are also limited to hparams.max_length tokens.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
+  if isinstance(model, SpanParser):  # its best tree (K = 1) whatever the beam
+    return parse_spans(model, inputs, extra_length if static_shapes else None)
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist,
                   not_after_prefix=not_after_prefix)
@@ -124,6 +127,21 @@ def _search(model, inputs, max_lengths, prefix, phrases, *, beam_size, alpha, ex
       mask_state=mask_state, forced_ids=prefix, not_after_forced=not_after_prefix,
       constraints=phrases)
   return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
+
+
+def parse_spans(model, inputs, extra_length=None):
+  """A span parser's best trees (cky.py: CKY over its span scores), written as linearized
+  trees: inputs int32 [B, S] -> (ids int32 [B, 1, L], scores [B, 1]: each tree's sum of its
+  spans' log-odds). With extra_length (static shapes) L is output_length's, else the longest
+  output's."""
+  max_length = None if extra_length is None else output_length(model, inputs, extra_length)
+  log_probs, tags = model.span_scores(inputs)  # [B, S, S, C], [B, S]
+  lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1) - 1
+  labels, scores = cky.best_trees(log_probs, tf.maximum(lengths, 0))  # [B, S, S], [B]
+  spans = model.spans
+  ids = cky.linearize(labels, tags, tf.maximum(lengths, 0), tf.constant(spans.opens, tf.int32),
+                        tf.constant(spans.closes, tf.int32), max_length=max_length)
+  return ids[:, None], scores[:, None]
 
 
 def output_length(model, inputs, extra_length, prefix=None):

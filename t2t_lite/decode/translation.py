@@ -30,6 +30,7 @@ from t2t_lite.decode import (alignment, forced_decoding, lexical, line_batches,
 # The settings' owner is decode_settings.py; its names are also translation's, where every
 # tool found them first.
 from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError  # noqa: F401
+from t2t_lite.modeling.span_parser import SpanParser
 
 # Whitespace as Python's str.isspace() sees it (RE2's \s is ASCII only; \p{Z}: separators).
 _BLANK = r"[\s\x0b\x1c-\x1f\x85\p{Z}]*"
@@ -68,6 +69,8 @@ class Translator(line_batches.LineDecoding, tf.Module):
     self.constraint, self.output_fn = constraint, output_fn
     self.with_alignments = with_alignments
     self.vocabulary_shortlist = vocabulary_shortlist if self.settings.shortlist else None
+    if isinstance(model, SpanParser):
+      _check_span_parser(self.settings, with_alignments)
     if self.settings.shortlist:
       _check_shortlist(jit_compile, constraint)
       if vocabulary_shortlist is None:
@@ -161,6 +164,8 @@ class Translator(line_batches.LineDecoding, tf.Module):
   def check_forcing(self, what="target prefixes"):
     """Target prefixes and lexical constraints are forced in the beam search: refused in one
     line with what cannot force them (DecodeSettings.check_forcing)."""
+    if isinstance(self.model, SpanParser):
+      raise DecodingError(f"{what} with a span parser: {_ONE_TREE}")
     self.settings.check_forcing(what, self.constraint)
 
   beam_size = property(lambda self: self.settings.beam_size)
@@ -307,10 +312,26 @@ class Translator(line_batches.LineDecoding, tf.Module):
     """Forced decoding: string [B] sources and targets -> {"logprob": log P(target + EOS |
     source) float32 [B], "tokens": int32 [B] (EOS included), "score": logprob / lp(tokens)
     with the settings' alpha, as beam search ranks outputs, "truncated": bool [B]}."""
+    if isinstance(self.model, SpanParser):
+      raise DecodingError(f"scoring given outputs with a span parser: {_ONE_TREE}")
     inputs, truncated, _ = self._source(self.tokenizer.tokenize(_valid_utf8(sources)))
     target_ids = self.tokenizer.tokenize(_valid_utf8(targets), add_eos=True).to_tensor(PAD_ID)
     return dict(forced_decoding.scores(self.model, inputs, target_ids, self.settings.alpha),
                 truncated=truncated)
+
+
+_ONE_TREE = ("it scores spans, not output tokens, and decodes its one best tree by CKY (an "
+             "encoder-decoder parser, architecture=transformer, can)")
+
+
+def _check_span_parser(settings, with_alignments):
+  """What a span parser's decoding cannot do, refused in one line."""
+  asked = [name for name, value in (("n_best > 1", settings.n_best > 1),
+                                    ("sampling", settings.sample),
+                                    ("a shortlist", settings.shortlist),
+                                    ("alignments", with_alignments)) if value]
+  if asked:
+    raise DecodingError(f"{asked[0]} with a span parser: {_ONE_TREE}")
 
 
 def _check_shortlist(jit_compile, constraint):

@@ -61,11 +61,12 @@ def inference_model(model, precision):
   INFERENCE_POLICIES' dtypes (int8: a float32 model quantized, quantization.py). Returns `model`
   itself for float32."""
   # Here: the flags import this module without TensorFlow.
-  from t2t_lite.modeling.transformer import build_model
+  from t2t_lite.modeling import architectures
   if precision == "none":
     return model
   with building(precision, inference=True):
-    converted = build_model(model.hparams, model.vocab_size)
+    converted = architectures.build_model(model.hparams, model.vocab_size,
+                                          spans=architectures.spans_of(model))
   converted.set_weights(model.get_weights())  # cast to the new weights' dtypes
   if precision == "int8":
     converted.quantize_int8()

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from t2t_lite import errors
 from t2t_lite.modeling import mixed_precision
-from t2t_lite.modeling.transformer import build_model
+from t2t_lite.modeling.architectures import build_model
 from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.train import ema, optimization, warm_start
 from t2t_lite.train.train_config import TrainerError
@@ -40,14 +40,15 @@ class TrainState:
     selection: the run's model_selection.ModelSelection (its record is saved too), or None.
     lease: the model_dir's lease.Lease, checked before every save (None: a worker that does
       not write).
-    source_slots: with hparams source_pointer, the problem's slot ids (build_model's).
+    tables: what the model is built with from its problem's vocabulary (source_slots or spans,
+      architectures.build_model's keywords).
   """
 
   def __init__(self, hparams, vocab_size, config, platform, selection=None, lease=None,
-               source_slots=None):
+               tables=None):
     self.config, self.platform, self.selection, self.lease = config, platform, selection, lease
     with mixed_precision.building(config.mixed_precision), platform.strategy.scope():
-      self.model = build_model(hparams, vocab_size, seed=config.seed, source_slots=source_slots)
+      self.model = build_model(hparams, vocab_size, seed=config.seed, **(tables or {}))
       self.ema = config.ema_decay and ema.WeightAverage(self.model.trainable_variables,
                                                          config.ema_decay)
       # The wall-clock cooldown's factor of the learning rate (RunSchedule sets it).

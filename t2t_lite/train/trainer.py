@@ -47,7 +47,7 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
   run_files.check_resume(run_files.read_run(config.model_dir), hparams,
                          dict(run_info or {}, problem=problem.name),
                          data_settings=problem.settings())
-  _source_slots(problem, hparams)
+  _model_tables(problem, hparams)
   problem.check_word_dropout(hparams)
   if not problem.is_prepared(data_dir):
     log(f"preparing {problem.name} in {data_dir}")
@@ -64,16 +64,25 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
     raise problem.reading_error(data_dir, e) from None
 
 
-def _source_slots(problem, hparams, data_dir=None):
-  """With hparams source_pointer, the ids of the tokens that place a source word (None without;
-  without data_dir, only checks that the problem has them)."""
+def _model_tables(problem, hparams, data_dir=None):
+  """What building the model takes from its problem's vocabulary (architectures.build_model's
+  keywords): with hparams source_pointer the ids of the tokens that place a source word, for a
+  span parser its SpanVocabulary. Without data_dir, only checks that the problem has them."""
+  if hparams.architecture == "span_parser":
+    if not problem.predicts_spans:
+      raise TrainerError(f"hparams architecture=span_parser: {problem.name}'s targets are not "
+                         "span labels (wsj_parsing_spans' are)")
+    return {"spans": problem.span_vocabulary(data_dir)} if data_dir else {}
+  if problem.predicts_spans:
+    raise TrainerError(f"{problem.name}'s targets are span labels: train it with hparams "
+                       "architecture=span_parser (e.g. --hparams=transformer_parsing_spans)")
   if not hparams.source_pointer:
-    return None
+    return {}
   if not problem.places_source_words:
     raise TrainerError(f"hparams source_pointer=True: the outputs of {problem.name} do not "
                        "place its source words one token each (wsj_parsing's do, with its "
                        "vocabulary of words)")
-  return problem.source_slots(data_dir) if data_dir else None
+  return {"source_slots": problem.source_slots(data_dir)} if data_dir else {}
 
 
 class Trainer:
@@ -127,7 +136,7 @@ class Trainer:
     self.state = TrainState(hparams, vocab_size, config, self.platform,
                             self.evaluator.selection,
                             lease.Lease(config.model_dir) if self.is_chief else None,
-                            _source_slots(problem, hparams, data_dir))
+                            _model_tables(problem, hparams, data_dir))
     self._train_fn = steps.make_train_loop(
         self.platform.strategy, steps.make_train_step(
             self.model, self.state.optimizer, label_smoothing=hparams.label_smoothing,
