@@ -20,8 +20,7 @@ longest label, L output tokens.
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-
-_NEG_INF = -1e9
+from t2t_lite.decode.beam_search import NEG_INF
 
 
 def best_trees(span_log_probs, lengths, offset=0.0):
@@ -78,7 +77,7 @@ def _fill(score, lengths, n1):
     right_index = tf.minimum(i + m, n1 - 1) * n1 + tf.maximum(length - m, 0)
     flat = tf.reshape(chart, [batch, -1])
     inner = chart[:, :, 1:] + tf.gather(flat, right_index, axis=1)  # [B, N1, N1 - 1]
-    inner = tf.where(valid[None], inner, _NEG_INF)
+    inner = tf.where(valid[None], inner, NEG_INF)
     children = tf.where(length > 1, tf.reduce_max(inner, axis=-1), 0.0)  # [B, N1]
     best_m = tf.argmax(inner, axis=-1, output_type=tf.int32) + 1
     own = score[:, :, length]  # [B, N1]
