@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # bench/ptb_quality.sh: EVALB bracket F1 of a parser trained for a fixed wall-clock budget.
 #
-# Trains transformer_parsing_small (2+2 layers, d_model 256, the source pointer, dropout 0.3) on
-# wsj_parsing (word vocabulary, every POS tag in the targets: the problem's defaults, see
-# problems/wsj_parsing.py) from RAW_DIR's .mrg files for MINUTES of
-# wall-clock time, with
+# Trains transformer_parsing_spans (the span-classifying parser: a 4-layer encoder of d_model
+# 256 labelling every span, CKY for the tree, bracket offset 1.0; modeling/span_parser.py) on
+# wsj_parsing_spans (word vocabulary, the span labels and tags in the records: the problem's
+# defaults, see problems/wsj_parsing_spans.py) from RAW_DIR's .mrg files for MINUTES of
+# wall-clock time, the learning rate cooled to 0 over the last quarter, with
 # dev bracket F1 at every evaluation, averages the last 5 checkpoints, decodes the test split
-# (or every tree of TEST_DIR's .mrg files) with the tree constraint (t2t_lite/parsing/tree_constraint.py),
+# (or every tree of TEST_DIR's .mrg files) with the set's decoding (the translating parser:
+# its beam with the tree constraint, t2t_lite/parsing/tree_constraint.py),
 # scores it as EVALB with COLLINS.prm (t2t_lite/parsing/evalb.py), writes EVALB's per-sentence report
 # to $WORK/test.<MINUTES>.evalb and prints ONE JSON line: precision, recall, f1, exact_match,
 # sentences scored / skipped / rejected, outputs that needed repair, steps trained, the last dev
@@ -22,9 +24,9 @@
 # (optional: score these .mrg files' trees instead of the test split), WORK (default
 # /tmp/t2t_lite_ptb_quality; data/ is reused across runs, model/ is started afresh), MINUTES,
 # AT_MINUTES (earlier marks to score too, e.g. "10 20"),
-# PROBLEM (default wsj_parsing; wsj_parsing_spans with HPARAMS=transformer_parsing_spans, the
-# span-classifying parser), HPARAMS (default transformer_parsing_small), OVERRIDES (hparams
-# overrides), BEAM and ALPHA
+# PROBLEM (default wsj_parsing_spans; wsj_parsing with HPARAMS=transformer_parsing_small, the
+# translating parser), HPARAMS (default transformer_parsing_spans), OVERRIDES (hparams
+# overrides, e.g. bracket_offset=0.5), BEAM and ALPHA
 # (default: the hparams set's), DEV_EXAMPLES (dev sentences decoded at each
 # evaluation, default 50; 0 = no dev F1; their decoding counts in MINUTES), EVAL_EVERY (steps,
 # default 1000), PROBLEM_SETTINGS (train's --problem_settings, e.g. "target_tags=all"; use a
@@ -33,7 +35,8 @@
 # docs/benchmarks.md; none = float32; the JSON records what it chose),
 # DECODE_PRECISION (the test decodes' --precision, default auto), COOLDOWN_MINUTES (train's
 # --cooldown_minutes: the learning rate falls linearly to 0 over the budget's last minutes;
-# default none; the earlier AT_MINUTES marks are then those of a run still before its cooldown),
+# default a quarter of MINUTES, 0 = none; the earlier AT_MINUTES marks are then those of a run
+# still before its cooldown),
 # AVERAGE (the last checkpoints averaged at each mark, default 5).
 set -euo pipefail
 
@@ -43,14 +46,15 @@ TEST_DIR="${TEST_DIR:-}"
 WORK="${WORK:-/tmp/t2t_lite_ptb_quality}"
 MINUTES="${MINUTES:-40}"
 AT_MINUTES="${AT_MINUTES:-}"
-HPARAMS="${HPARAMS:-transformer_parsing_small}"
-export PROBLEM="${PROBLEM:-wsj_parsing}"
+HPARAMS="${HPARAMS:-transformer_parsing_spans}"
+export PROBLEM="${PROBLEM:-wsj_parsing_spans}"
 OVERRIDES="${OVERRIDES:-}"
 DEV_EXAMPLES="${DEV_EXAMPLES:-50}"
 EVAL_EVERY="${EVAL_EVERY:-1000}"
 PRECISION="${PRECISION:-auto}"
 DECODE_PRECISION="${DECODE_PRECISION:-auto}"
-COOLDOWN_MINUTES="${COOLDOWN_MINUTES:-}"
+COOLDOWN_MINUTES="${COOLDOWN_MINUTES-$(awk -v m="$MINUTES" 'BEGIN { print m / 4 }')}"
+[[ "$COOLDOWN_MINUTES" == 0 ]] && COOLDOWN_MINUTES=""
 AVERAGE="${AVERAGE:-5}"
 PY="${PYTHON:-python}"
 

@@ -70,6 +70,8 @@ class HParams:
   beam_size: Optional[int] = None
   alpha: Optional[float] = None
   extra_length: Optional[int] = None  # max output = source length + extra_length.
+  # Not in the paper: a span parser's CKY adds it to every span's log-odds (> 0: more brackets).
+  bracket_offset: Optional[float] = None
 
   def __post_init__(self):
     """Every field with a meaningful range is checked here: when a set is built, overridden

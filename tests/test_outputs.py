@@ -87,6 +87,20 @@ def test_n_best_larger_than_the_beam_is_refused(model_dirs, tmp_path, capsys):
       "beam_size outputs; raise --beam_size\n")
 
 
+def test_a_bracket_offset_for_a_transformer_is_refused(model_dirs, tmp_path, capsys):
+  """bracket_offset is a span parser's setting: a Transformer's decode refuses it, writing
+  nothing."""
+  (tmp_path / "in.txt").write_text("3 9 4\n")
+  code = decode_cli.main(["--model_dir", model_dirs[0], "--bracket_offset=1",
+                          "--input_file", str(tmp_path / "in.txt"), "--output_file",
+                          str(tmp_path / "out.txt"), "--no_progress"])
+  assert code == 2
+  assert capsys.readouterr().err == (
+      "t2t-lite-decode: error: bracket_offset=1.0 with an encoder-decoder model: it is a span "
+      "parser's (architecture=span_parser) setting\n")
+  assert not (tmp_path / "out.txt").exists()
+
+
 def test_decode_writes_moses_n_best_lines_and_the_export_answers_them(model_dirs, tmp_path,
                                                                       capsys):
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in LINES))

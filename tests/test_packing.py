@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import t2t_lite
 from t2t_lite.data import packing, pipeline
-from t2t_lite.modeling.transformer import build_model
+from t2t_lite.modeling.architectures import build_model
 from t2t_lite.rundir import run_files
 from t2t_lite.train import trainer
 

@@ -58,6 +58,12 @@ def test_metrics_and_paper_decode_settings():
   # A flag wins over hparams.json, which wins over the problem.
   assert DecodeSettings.resolve(wmt, parsing_hparams, alpha=1.0) == DecodeSettings(
       beam_size=21, alpha=1.0, extra_length=300)
+  # A span parser's bracket offset: the problem's 0, its hparams set's (chosen on dev), a flag.
+  spans, spans_hparams = (t2t_lite.get_problem("wsj_parsing_spans"),
+                          t2t_lite.get_hparams("transformer_parsing_spans"))
+  assert DecodeSettings.resolve(spans).bracket_offset == 0.0
+  assert DecodeSettings.resolve(spans, spans_hparams).bracket_offset == 1.0
+  assert DecodeSettings.resolve(spans, spans_hparams, bracket_offset=0.0).bracket_offset == 0.0
 
 
 def test_vocabulary_settings_match_the_paper():

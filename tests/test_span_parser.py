@@ -118,6 +118,17 @@ def test_a_span_parser_learns_trees_and_decodes_them_back(spans_data):
   for row in ids.numpy():  # ends in EOS, then padding
     tokens = row[0].tolist()
     assert tokens[tokens.index(EOS_ID) + 1:] == [0] * (len(tokens) - tokens.index(EOS_ID) - 1)
+  # The decoding setting bracket_offset, added to every span's log-odds: a large one labels
+  # every node of the binary tree CKY picks (2n - 1 of n words), a large negative one the root
+  # alone (at most one label's K brackets).
+  opens = lambda offset: [
+      sum(token.startswith("(") for token in tokenizer.decode(row[0].numpy().tolist()).split())
+      for row in search.beams(model, inputs, beam_size=1, alpha=0.0, extra_length=50,
+                              bracket_offset=offset)[0]]
+  words, most, fewest = [len(s.split()) for s, _ in pairs], opens(1000.0), opens(-1000.0)
+  assert all(n_opens >= 2 * n - 1 for n_opens, n in zip(most, words))
+  chain = len(problem.span_vocabulary(data_dir).opens[0])
+  assert all(1 <= few <= chain and few < many for few, many in zip(fewest, most))
 
 
 def _tool(name, *flags):
@@ -148,15 +159,21 @@ def test_the_tools_train_decode_and_export_a_span_parser_as_trees(spans_data, tr
   sources = tmp_path / "sources.txt"
   sources.write_text("".join(s + "\n" for s, _ in pairs))
   out = tmp_path / "trees.txt"
+  # With a bracket offset that labels every node of the binary tree CKY picks (2n - 1 of n
+  # words), decode and export alike.
+  offset = "--bracket_offset=1000"
   decode = _tool("t2t-lite-decode", f"--model_dir={model_dir}", f"--input_file={sources}",
-                 f"--output_file={out}")
+                 f"--output_file={out}", offset)
   assert decode.returncode == 0, decode.stderr[-3000:]
   trees = out.read_text().splitlines()
   assert len(trees) == len(pairs)
   for (source, _), tree in zip(pairs, trees):  # a tree over the sentence's own words
+    n = len(source.split())
     assert treebank.parse_tree(tree).words() == source.split()
+    assert tree.count("(") - n >= 2 * n - 1, tree  # labels beside the words' tags
   export_dir = tmp_path / "export"
-  export = _tool("t2t-lite-export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+  export = _tool("t2t-lite-export", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                 offset)
   assert export.returncode == 0, export.stderr[-3000:]
   version = max(export_dir.iterdir())
   served = tf1_serve(str(version), "serving_default", [s for s, _ in pairs])

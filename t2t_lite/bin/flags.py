@@ -40,13 +40,15 @@ def add_model_flags(parser, ensemble=False):
 
 def add_fields(parser, cls, names=None):
   """A flag --<name> for every field of the dataclass `cls` (or those in `names`), with the
-  field's type, default (None for a field without one), help and choices (its metadata); a
-  boolean one is --<name>, --no-<name> and absl's --no<name>."""
+  field's type, default (None for a field without one or one resolved elsewhere: metadata
+  "resolved"), help and choices (its metadata); a boolean one is --<name>, --no-<name> and
+  absl's --no<name>."""
   for field in dataclasses.fields(cls):
     if names is not None and field.name not in names:
       continue
     name, meta = field.name, field.metadata
-    default = None if field.default is dataclasses.MISSING else field.default
+    resolved = field.default is dataclasses.MISSING or meta.get("resolved")
+    default = None if resolved else field.default
     kind = field.type
     if typing.get_origin(kind) is typing.Union:  # Optional[x]
       kind = typing.get_args(kind)[0]

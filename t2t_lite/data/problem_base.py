@@ -65,10 +65,12 @@ class Problem:
   # What a run keeps its best model by (on decoded dev sentences): BLEU as the paper computed it.
   selection_metric = "paper_bleu"
   # Decoding defaults (section 6.1): beam size, length penalty alpha, max output = input +
-  # extra_length. hparams and flags override them: decode/translation.py, DecodeSettings.resolve.
+  # extra_length; a span parser's bracket offset. hparams and flags override them:
+  # decode/translation.py, DecodeSettings.resolve.
   beam_size = 4
   alpha = 0.6
   extra_length = 50
+  bracket_offset = 0.0
   # Vocabulary: SentencePiece "bpe" or "unigram"; trained on source and target sides of the
   # first `vocab_sample_size` training pairs (None = all of them).
   vocab_type = "bpe"

@@ -13,8 +13,8 @@ class DecodingError(T2TLiteError, ValueError):
   """A bad decoding setting (one-line message)."""
 
 
-def _setting(help, default=dataclasses.MISSING):
-  return dataclasses.field(default=default, metadata={"help": help})
+def _setting(help, default=dataclasses.MISSING, resolved=False):
+  return dataclasses.field(default=default, metadata={"help": help, "resolved": resolved})
 
 
 _RESOLVED = "Default: hparams.json's, else the problem's"
@@ -28,11 +28,16 @@ class DecodeSettings:
   tokens (0: all) and the nucleus of probability `top_p` (1: all), from `seed`. Each field is
   a flag of t2t-lite-decode and t2t-lite-export (score and attention take some) of the same
   name, whose help is declared here, beside the field (bin/flags.py's add_fields); a field
-  without a default is `resolve`d."""
+  without a default, and bracket_offset (a default of its own, so that settings built for a
+  Transformer need not name it), is `resolve`d."""
   beam_size: int = _setting(f"hypotheses kept a sentence (section 6.1); 1 = greedy. {_RESOLVED}")
   alpha: float = _setting("length penalty: outputs are ranked by log P(Y) / ((5 + |Y|) / "
                           f"6)^alpha. {_RESOLVED}")
   extra_length: int = _setting(f"max output length = input length + this. {_RESOLVED}")
+  bracket_offset: float = _setting(
+      "span parsers (architecture=span_parser): added to every span's log-odds before CKY picks "
+      "the tree; > 0 gives more brackets (recall for precision). Choose it on dev. "
+      f"{_RESOLVED} (0)", 0.0, resolved=True)
   n_best: int = _setting("outputs a sentence, best first (at most --beam_size; sampled: samples "
                          "a sentence)", 1)
   sample: bool = _setting("draw outputs from the model's distribution instead of searching (e.g. "
@@ -74,11 +79,12 @@ class DecodeSettings:
 
   @classmethod
   def resolve(cls, problem, hparams=None, **given):
-    """The fields without a default (beam_size, alpha, extra_length): the argument (a flag) if
-    not None, else hparams' if set, else the problem's class default. The one place where
-    these three sources meet. Other fields: the argument, else their default."""
+    """The resolved fields (beam_size, alpha, extra_length, bracket_offset): the argument (a
+    flag) if not None, else hparams' if set, else the problem's class default. The one place
+    where these three sources meet. Other fields: the argument, else their default."""
     values = {}
-    for name in [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]:
+    for name in [f.name for f in dataclasses.fields(cls)
+                 if f.default is dataclasses.MISSING or f.metadata["resolved"]]:
       for source in (given.pop(name, None), getattr(hparams, name, None),
                      getattr(problem, name)):
         if source is not None:

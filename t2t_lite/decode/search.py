@@ -15,7 +15,7 @@ from t2t_lite.modeling.span_parser import SpanParser
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
           static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None,
-          not_after_prefix=None, phrases=None):
+          not_after_prefix=None, phrases=None, bracket_offset=0.0):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
   Args:
@@ -49,13 +49,14 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
     phrases: optional lexical.Constraints [B, C]: target phrases every output must contain
       (lexical constraints, beam_search's `constraints`); not with a shortlist, a constraint or
       a prefix.
+    bracket_offset: a span parser's (parse_spans); the other settings are a Transformer's.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
   encoding, outputs are also limited to hparams.max_length tokens.
   """
   inputs = tf.convert_to_tensor(inputs, tf.int32)
   if isinstance(model, SpanParser):  # its best tree (K = 1) whatever the beam
-    return parse_spans(model, inputs, extra_length if static_shapes else None)
+    return parse_spans(model, inputs, extra_length if static_shapes else None, bracket_offset)
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist,
                   not_after_prefix=not_after_prefix)
@@ -129,15 +130,16 @@ def _search(model, inputs, max_lengths, prefix, phrases, *, beam_size, alpha, ex
   return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
 
 
-def parse_spans(model, inputs, extra_length=None):
-  """A span parser's best trees (cky.py: CKY over its span scores), written as linearized
-  trees: inputs int32 [B, S] -> (ids int32 [B, 1, L], scores [B, 1]: each tree's sum of its
-  spans' log-odds). With extra_length (static shapes) L is output_length's, else the longest
-  output's."""
+def parse_spans(model, inputs, extra_length=None, bracket_offset=0.0):
+  """A span parser's best trees (cky.py: CKY over its span scores, bracket_offset added to
+  each span's log-odds), written as linearized trees: inputs int32 [B, S] -> (ids int32
+  [B, 1, L], scores [B, 1]: each tree's sum of its spans' log-odds). With extra_length (static
+  shapes) L is output_length's, else the longest output's."""
   max_length = None if extra_length is None else output_length(model, inputs, extra_length)
   log_probs, tags = model.span_scores(inputs)  # [B, S, S, C], [B, S]
   lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1) - 1
-  labels, scores = cky.best_trees(log_probs, tf.maximum(lengths, 0))  # [B, S, S], [B]
+  labels, scores = cky.best_trees(log_probs, tf.maximum(lengths, 0),
+                                  bracket_offset)  # [B, S, S], [B]
   spans = model.spans
   ids = cky.linearize(labels, tags, tf.maximum(lengths, 0), tf.constant(spans.opens, tf.int32),
                         tf.constant(spans.closes, tf.int32), max_length=max_length)

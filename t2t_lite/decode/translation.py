@@ -71,6 +71,9 @@ class Translator(line_batches.LineDecoding, tf.Module):
     self.vocabulary_shortlist = vocabulary_shortlist if self.settings.shortlist else None
     if isinstance(model, SpanParser):
       _check_span_parser(self.settings, with_alignments)
+    elif self.settings.bracket_offset:
+      raise DecodingError(f"bracket_offset={self.settings.bracket_offset} with an encoder-decoder "
+                          "model: it is a span parser's (architecture=span_parser) setting")
     if self.settings.shortlist:
       _check_shortlist(jit_compile, constraint)
       if vocabulary_shortlist is None:
@@ -223,8 +226,9 @@ class Translator(line_batches.LineDecoding, tf.Module):
     with tf.control_dependencies([tf.debugging.assert_equal(
         rows, tf.size(inputs), message="one row of constraints for each input")]):
       tokens = self.tokenizer.tokenize(_valid_utf8(tf.reshape(constraints, [-1])))  # [B*P, (T)]
-    return tf.RaggedTensor.from_uniform_row_length(
-        tokens, tf.cast(width, tokens.row_splits.dtype), nrows=tf.cast(rows, tokens.row_splits.dtype))
+    dtype = tokens.row_splits.dtype
+    return tf.RaggedTensor.from_uniform_row_length(tokens, tf.cast(width, dtype),
+                                                   nrows=tf.cast(rows, dtype))
 
   def _constraint_problems(self, inputs, constraints):
     """string [B], string [B, P] -> {"unknown": bool [B], "too_long": bool [B], "tokens":
@@ -305,7 +309,8 @@ class Translator(line_batches.LineDecoding, tf.Module):
                                constraint=self.constraint, static_shapes=self.jit_compile,
                                shortlist=self.vocabulary_shortlist, prefix=prefix,
                                not_after_prefix=None if prefix is None and phrases is None
-                               else self._not_after_prefix(), phrases=phrases)
+                               else self._not_after_prefix(), phrases=phrases,
+                               bracket_offset=s.bracket_offset)
     return ids[:, :s.n_best], scores[:, :s.n_best]
 
   def _score_text(self, sources, targets):

@@ -21,7 +21,6 @@ Shapes: B sentences, S source length (words + EOS), P target positions, H d_mode
 C labels (no constituent first), K brackets of the longest label.
 """
 import dataclasses
-import random
 
 import keras
 import tensorflow as tf
@@ -167,16 +166,3 @@ class SpanParser(keras.Model):
 
   def get_config(self):
     return {"hparams": self.hparams.to_json(), "vocab_size": self.vocab_size, "name": self.name}
-
-
-def build_span_parser(hparams, vocab_size, spans, seed=None):
-  """A SpanParser with all weights created (seed: as transformer.build_model's)."""
-  random_state = random.getstate()
-  if seed is not None:
-    random.seed(seed)
-  try:
-    model = SpanParser(hparams, vocab_size, spans, name="span_parser")
-    model.build()
-  finally:
-    random.setstate(random_state)
-  return model

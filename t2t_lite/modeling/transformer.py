@@ -3,7 +3,6 @@
 Shapes: B batch, S source length, T target length, L decode cache length, D d_model,
 F d_ff, V vocabulary. Token id 0 is padding, id 1 end-of-sequence.
 """
-import random
 
 import keras
 import tensorflow as tf
@@ -380,21 +379,3 @@ class Transformer(keras.Model):
 def _mask_to_bias(mask):
   """bool [B, S] (True = real token) -> float32 [B, 1, 1, S] additive bias."""
   return padding_bias(tf.cast(mask, tf.int32))
-
-
-def build_model(hparams, vocab_size, seed=None, source_slots=None):
-  """Returns a Transformer with all weights created; with `seed`, its weights and dropout
-  layer seeds are drawn from it (Keras draws unseeded initializers' seeds from Python's
-  `random`, whose state is put back afterwards). source_slots: with hparams.source_pointer, the
-  ids of the tokens that place a source word (a checkpoint restores them otherwise)."""
-  random_state = random.getstate()
-  if seed is not None:
-    random.seed(seed)
-  try:
-    model = Transformer(hparams, vocab_size, name="transformer")
-    model.build()
-  finally:
-    random.setstate(random_state)
-  if source_slots is not None:
-    model.source_pointer.set_slots(source_slots)
-  return model
