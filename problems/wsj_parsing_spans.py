@@ -1,8 +1,7 @@
 """`wsj_parsing_spans`: wsj_parsing for a span-classifying parser (hparams
 architecture=span_parser, t2t_lite/modeling/span_parser.py).
 
-The same treebank, splits, words vocabulary (but with every train word: min_word_count 1) and
-metric as wsj_parsing (every POS tag kept); the
+The same treebank, splits, words vocabulary and metric as wsj_parsing (every POS tag kept); the
 records' targets are what the span parser predicts instead of the linearized tree: for each
 fencepost j = 1..n, the label of each span (0, j) .. (j - 1, j), "<none>" where the tree has no
 constituent, then the tag of word j - 1. A unary chain is one label, "[S+VP]" for
@@ -44,11 +43,6 @@ class WsjParsingSpans(WsjParsing):
   """WSJ constituency parsing: words -> the label of every span and each word's tag."""
   name = "wsj_parsing_spans"
   predicts_spans = True
-  # Every train word its own id (wsj_parsing's 2 keeps singletons as their unknown-word class):
-  # a span parser's outputs are its labels, so a larger vocabulary costs it no softmax, and word
-  # dropout still trains the classes. In a 15-minute trial 1 beat 2 by 0.7 dev F1 (unknown
-  # dev words 17% -> 12%; docs/benchmarks.md).
-  min_word_count = 1
   _ALLOWED = dict(WsjParsing._ALLOWED, vocab_type=("words",), target_tags=("all",))
 
   def record_target(self, source, target):
