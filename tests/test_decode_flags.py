@@ -40,8 +40,8 @@ def test_every_decode_setting_has_exactly_one_flag_with_its_default_and_help(too
     actions = [a for a in parser._actions if f"--{name}" in a.option_strings]
     assert len(actions) == (name in names), name
     if actions:
-      default = None if field.default is dataclasses.MISSING else field.default
-      assert actions[0].default == default, name
+      resolved = field.default is dataclasses.MISSING or field.metadata["resolved"]
+      assert actions[0].default == (None if resolved else field.default), name
       assert actions[0].help == field.metadata["help"], name
   # Nothing else in the tool sets a field: each setting's flag is the field's own.
   assert {a.dest for a in parser._actions} & set(FIELDS) == names
@@ -52,8 +52,8 @@ def test_flags_give_the_settings_the_tools_pass():
   flags.add_fields(parser, DecodeSettings)
   args = parser.parse_args(["--beam_size=3", "--sample", "--top_p=0.5", "--seed=7"])
   assert flags.field_values(args, DecodeSettings) == dict(
-      beam_size=3, alpha=None, extra_length=None, n_best=1, sample=True, temperature=1.0,
-      top_k=0, top_p=0.5, seed=7, shortlist=False)
+      beam_size=3, alpha=None, extra_length=None, bracket_offset=None, n_best=1, sample=True,
+      temperature=1.0, top_k=0, top_p=0.5, seed=7, shortlist=False)
   assert parser.parse_args(["--nosample"]).sample is False
   assert parser.parse_args(["--no-sample"]).sample is False
 
@@ -66,8 +66,9 @@ def test_the_export_records_every_setting_it_was_built_with(make_random_model_di
     recorded = json.load(f)
   auto, why = mixed_precision.resolve("auto", xla=False)  # the default: this machine's choice
   assert {name: recorded[name] for name in FIELDS} == dict(
-      beam_size=4, alpha=0.6, extra_length=5, n_best=2, sample=True, temperature=0.5, top_k=3,
-      top_p=1.0, seed=4, shortlist=False)  # beam_size and alpha: multi30k_ende's
+      beam_size=4, alpha=0.6, extra_length=5, bracket_offset=0.0, n_best=2, sample=True,
+      temperature=0.5, top_k=3, top_p=1.0, seed=4,
+      shortlist=False)  # beam_size, alpha and bracket_offset: multi30k_ende's
   assert {name: recorded[name] for name in (
       "max_input_length", "precision", "jit_compile", "with_alignments", "vocab_size",
       "checkpoint")} == dict(max_input_length=64, precision=auto, jit_compile=False,

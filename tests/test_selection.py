@@ -13,7 +13,7 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.bin import train as train_cli
 from t2t_lite.decode import loading
-from t2t_lite.modeling.transformer import build_model
+from t2t_lite.modeling.architectures import build_model
 from t2t_lite.rundir import checkpoints, run_files
 from t2t_lite.train import averaging, optimization, trainer
 
