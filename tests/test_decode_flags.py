@@ -40,8 +40,7 @@ def test_every_decode_setting_has_exactly_one_flag_with_its_default_and_help(too
     actions = [a for a in parser._actions if f"--{name}" in a.option_strings]
     assert len(actions) == (name in names), name
     if actions:
-      resolved = field.default is dataclasses.MISSING or field.metadata["resolved"]
-      assert actions[0].default == (None if resolved else field.default), name
+      assert actions[0].default == (None if field.metadata["resolved"] else field.default), name
       assert actions[0].help == field.metadata["help"], name
   # Nothing else in the tool sets a field: each setting's flag is the field's own.
   assert {a.dest for a in parser._actions} & set(FIELDS) == names

@@ -14,6 +14,9 @@ class DecodingError(T2TLiteError, ValueError):
 
 
 def _setting(help, default=dataclasses.MISSING, resolved=False):
+  """A field with its flag's help; `resolved` (always without a default): DecodeSettings.resolve
+  fills it from a flag, hparams or the problem."""
+  resolved = resolved or default is dataclasses.MISSING
   return dataclasses.field(default=default, metadata={"help": help, "resolved": resolved})
 
 
@@ -83,8 +86,7 @@ class DecodeSettings:
     flag) if not None, else hparams' if set, else the problem's class default. The one place
     where these three sources meet. Other fields: the argument, else their default."""
     values = {}
-    for name in [f.name for f in dataclasses.fields(cls)
-                 if f.default is dataclasses.MISSING or f.metadata["resolved"]]:
+    for name in [f.name for f in dataclasses.fields(cls) if f.metadata["resolved"]]:
       for source in (given.pop(name, None), getattr(hparams, name, None),
                      getattr(problem, name)):
         if source is not None:
