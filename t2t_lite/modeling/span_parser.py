@@ -107,8 +107,8 @@ class SpanParser(keras.Model):
     self.built = True
 
   def encode(self, inputs, training=False):
-    """inputs int [B, S] (words, EOS, 0-padded) -> (fenceposts [B, S, 2, H]: the forward and
-    backward projections of each fencepost 0..S-1, words [B, S, H]: word k's output at k)."""
+    """inputs int [B, S] (words, EOS, 0-padded) -> (fenceposts [B, S, H]: each fencepost
+    0..S-1's forward projection minus its backward one, words [B, S, H]: word k's output at k)."""
     ids = tf.pad(inputs, [[0, 0], [1, 0]], constant_values=EOS_ID)  # [B, 1 + S]: EOS as start
     x = self.encoder_positions(self.embedding(ids))
     x = tf.cast(self.input_dropout(x, training=training), tf.float32)
@@ -120,24 +120,28 @@ class SpanParser(keras.Model):
     # the token before it is encoded, its backward half where the one after it is.
     forward = self.span_forward(x[:, :-1, :half])  # [B, S, H]
     backward = self.span_backward(x[:, 1:, half:])  # [B, S, H]
-    return tf.stack([forward, backward], axis=2), x[:, 1:]
+    # Span (i, j) is f_j - f_i + b_i - b_j (Stern et al.) = (f_j - b_j) - (f_i - b_i): one
+    # difference of these, taken for every span at once (call, span_scores).
+    return forward - backward, x[:, 1:]
 
-  def _span_logits(self, fenceposts, i, j, training):
-    """fenceposts [B, S, 2, H], i, j int [B, P] or [P] -> logits float32 [B, P, V] of spans (i, j):
-    f_j - f_i + b_i - b_j, normalised, ReLU, a linear layer."""
-    batch_dims = 1 if i.shape.rank == 2 else 0
-    take = lambda k: tf.gather(fenceposts, k, axis=1, batch_dims=batch_dims)  # [B, P, 2, H]
-    start, end = take(i), take(j)
-    h = (end[:, :, 0] - start[:, :, 0]) + (start[:, :, 1] - end[:, :, 1])  # [B, P, H]
-    h = self.span_dropout(tf.nn.relu(self.span_norm(h)), training=training)
+  def _classify(self, spans, training):
+    """spans [B, ..., H], each span's fencepost difference -> logits float32 [B, ..., V]:
+    normalised, ReLU, a linear layer."""
+    h = self.span_dropout(tf.nn.relu(self.span_norm(spans)), training=training)
     return tf.cast(self.span_output(h), tf.float32)
 
   def call(self, features, training=False):
     inputs, targets = features["inputs"], features["targets"]
-    fenceposts, words = self.encode(inputs, training=training)
-    i, j, is_tag = target_layout(tf.shape(inputs)[1], tf.shape(targets)[1])  # [P] each
-    spans = self._span_logits(fenceposts, i, j, training)  # [B, P, V]
-    tags = tf.cast(self.tag_output(tf.gather(words, tf.maximum(j - 1, 0), axis=1)), tf.float32)
+    fenceposts, words = self.encode(inputs, training=training)  # [B, S, H] each
+    size = tf.shape(inputs)[1]
+    i, j, is_tag = target_layout(size, tf.shape(targets)[1])  # [P] each
+    # Each position's span g_j - g_i, and each tag position's word j - 1, as products with
+    # [P, S] matrices of +-1 (a tag's span is 0) rather than gathers: a gather's gradient is a
+    # scatter, slow on a CPU (docs/benchmarks.md has the step's times).
+    ends = tf.one_hot(j, size, dtype=fenceposts.dtype) - tf.one_hot(i, size, dtype=fenceposts.dtype)
+    spans = self._classify(tf.einsum("ps,bsh->bph", ends, fenceposts), training)  # [B, P, V]
+    tagged = tf.one_hot(tf.where(is_tag, j - 1, -1), size)  # [P, S]: rows of spans all 0
+    tags = tf.einsum("ps,bsv->bpv", tagged, tf.cast(self.tag_output(words), tf.float32))
     logits = tf.where(is_tag[None, :, None], tags, spans)
     # Each sentence's EOS: a constant row (no loss gradient) whose argmax is EOS.
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, 0), tf.int32), axis=1) - 1  # [B]
@@ -149,13 +153,10 @@ class SpanParser(keras.Model):
   def span_scores(self, inputs):
     """inputs int [B, S] -> (log-probabilities float32 [B, S, S, C] of every span (i, j) over
     no constituent and the labels, tag ids int32 [B, S]: each word's most likely tag)."""
-    fenceposts, words = self.encode(inputs)
-    size = tf.shape(inputs)[1]
-    i, j = tf.meshgrid(tf.range(size), tf.range(size), indexing="ij")  # [S, S] each
-    logits = self._span_logits(fenceposts, tf.reshape(i, [-1]), tf.reshape(j, [-1]), False)
+    fenceposts, words = self.encode(inputs)  # [B, S, H] each
+    spans = fenceposts[:, None, :, :] - fenceposts[:, :, None, :]  # [B, S, S, H]: g_j - g_i
     labels = tf.constant(self.spans.labels, tf.int32)
-    log_probs = tf.nn.log_softmax(tf.gather(logits, labels, axis=-1))  # [B, S * S, C]
-    log_probs = tf.reshape(log_probs, [tf.shape(inputs)[0], size, size, len(self.spans.labels)])
+    log_probs = tf.nn.log_softmax(tf.gather(self._classify(spans, False), labels, axis=-1))
     tag_ids = tf.constant(self.spans.tags, tf.int32)
     tag_logits = tf.gather(tf.cast(self.tag_output(words), tf.float32), tag_ids, axis=-1)
     return log_probs, tf.gather(tag_ids, tf.argmax(tag_logits, axis=-1, output_type=tf.int32))
