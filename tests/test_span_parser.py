@@ -1,8 +1,9 @@
 """The span-classifying parser (hparams architecture=span_parser) on the wsj_parsing_spans
 problem, on the Penn Treebank sample: its records' targets against the trees they come from, the
-model's target layout against the records, a model that learns a few trees and decodes them back
-exactly, and one run through the tools as a user makes it (t2t-lite-train with a dev decode,
-t2t-lite-decode, t2t-lite-export read by TF Serving's loader), with what it refuses."""
+model's target layout against the records, training's logits against decoding's scores, a
+model that learns a few trees and decodes them back exactly, and one run through the tools as
+a user makes it (t2t-lite-train with a dev decode, t2t-lite-decode, t2t-lite-export read by TF
+Serving's loader), with what it refuses."""
 import os
 import subprocess
 import sys
@@ -78,6 +79,41 @@ def test_the_models_target_layout_reads_the_records_as_they_were_written(spans_d
         else wsj_parsing_spans.NO_SPAN)
     assert token == expected, p
   assert not is_tag[len(written):].any()  # EOS and padding
+
+
+
+def test_training_and_decoding_score_every_span_and_word_alike(spans_data):
+  """The logits training reads at each target position (the model's call: span differences
+  as a matmul, tags placed by position) are, for its span (i, j) or word, the scores decoding
+  reads (span_scores: every span's difference at once, each word's tag)."""
+  problem, data_dir = spans_data
+  pairs = problem.text_pairs("dev", data_dir)[:5]
+  tokenizer = problem.tokenizer(data_dir)
+  spans = problem.span_vocabulary(data_dir)
+  model = t2t_lite.build_model(t2t_lite.get_hparams("transformer_parsing_spans", TINY),
+                               tokenizer.vocab_size, spans=spans)
+  pad = lambda rows: tf.ragged.constant(rows).to_tensor()
+  inputs = pad([tokenizer.encode(s, add_eos=True) for s, _ in pairs])
+  targets = pad([tokenizer.encode(problem.record_target(s, t), add_eos=True) for s, t in pairs])
+  logits = model({"inputs": inputs, "targets": targets}).numpy()  # [B, P, V]
+  log_probs, tags = (x.numpy() for x in model.span_scores(inputs))
+  i, j, is_tag = (x.numpy() for x in span_parser.target_layout(inputs.shape[1], logits.shape[1]))
+  labels, tag_ids = np.array(spans.labels), np.array(spans.tags)
+  for row, (source, _) in enumerate(pairs):
+    n = len(source.split())
+    scored = np.arange(n * (n + 3) // 2)  # this sentence's positions, before its EOS
+    span, tag = scored[~is_tag[scored]], scored[is_tag[scored]]
+    assert len(span) == n * (n + 1) // 2 and len(tag) == n
+    np.testing.assert_allclose(_log_softmax(logits[row, span][:, labels]),
+                               log_probs[row, i[span], j[span]], atol=1e-4)
+    best_tags = tag_ids[logits[row, tag][:, tag_ids].argmax(-1)]
+    assert best_tags.tolist() == tags[row, j[tag] - 1].tolist()
+    assert logits[row, n * (n + 3) // 2].argmax() == EOS_ID
+
+
+def _log_softmax(x):
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
 def test_a_span_parser_learns_trees_and_decodes_them_back(spans_data):
