@@ -81,7 +81,6 @@ def test_the_models_target_layout_reads_the_records_as_they_were_written(spans_d
   assert not is_tag[len(written):].any()  # EOS and padding
 
 
-
 def test_training_and_decoding_score_every_span_and_word_alike(spans_data):
   """The logits training reads at each target position (the model's call: span differences
   as a matmul, tags placed by position) are, for its span (i, j) or word, the scores decoding
@@ -104,16 +103,11 @@ def test_training_and_decoding_score_every_span_and_word_alike(spans_data):
     scored = np.arange(n * (n + 3) // 2)  # this sentence's positions, before its EOS
     span, tag = scored[~is_tag[scored]], scored[is_tag[scored]]
     assert len(span) == n * (n + 1) // 2 and len(tag) == n
-    np.testing.assert_allclose(_log_softmax(logits[row, span][:, labels]),
+    np.testing.assert_allclose(tf.nn.log_softmax(logits[row, span][:, labels]),
                                log_probs[row, i[span], j[span]], atol=1e-4)
     best_tags = tag_ids[logits[row, tag][:, tag_ids].argmax(-1)]
     assert best_tags.tolist() == tags[row, j[tag] - 1].tolist()
     assert logits[row, n * (n + 3) // 2].argmax() == EOS_ID
-
-
-def _log_softmax(x):
-  x = x - x.max(-1, keepdims=True)
-  return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
 def test_a_span_parser_learns_trees_and_decodes_them_back(spans_data):
