@@ -79,6 +79,6 @@ def transformer_parsing_spans_range():
       num_layers=IntRange(2, 8), d_model=Choice([256, 384, 512]), d_ff=Choice([1024, 2048]),
       num_heads=Choice([4, 8]), dropout=FloatRange(0.1, 0.4),
       attention_dropout=FloatRange(0.0, 0.2), relu_dropout=FloatRange(0.0, 0.3),
-      word_dropout=FloatRange(0.0, 0.6), weight_decay=FloatRange(0.0, 0.2),
+      word_dropout=FloatRange(0.0, 0.9), weight_decay=FloatRange(0.0, 0.2),
       learning_rate=FloatRange(0.1, 0.6, log=True), warmup_steps=IntRange(150, 1000, log=True),
       batch_size=Choice([10000, 20000, 40000]))
