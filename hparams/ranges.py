@@ -74,7 +74,8 @@ def transformer_parsing_small_range():
 def transformer_parsing_spans_range():
   """Over transformer_parsing_spans on the wsj_parsing_spans sample: the encoder's size and
   the regularisation a treebank of 2,925 trees wants (the set's 40 minutes are ~200 epochs,
-  and its dev loss is lowest by step 2,000), the optimiser's rate, warmup and batch."""
+  and its dev loss is lowest near step 4,000 of ~10,000), the optimiser's rate, warmup and
+  batch."""
   return SearchSpace(
       num_layers=IntRange(2, 8), d_model=Choice([256, 384, 512]), d_ff=Choice([1024, 2048]),
       num_heads=Choice([4, 8]), dropout=FloatRange(0.1, 0.4),
