@@ -16,11 +16,14 @@ How: examples come in chunks of `chunk` (ragged). A best-fit pass over the chunk
 places each example in the fullest of `open_rows` rows being filled where both its sides fit;
 when none has room, the fullest row is closed and the example starts a new one in its place.
 Several open rows let later short examples fill the gaps, which one open row (next-fit) cannot.
-That pass is a tf.while_loop over scalars only; the tokens are then written with one scatter
-per feature. (A tf.data `scan` that moves the tokens example by example was ~100x slower: its
-per-element cost dominates, which is why tensor2tensor packs with a C++ op.) Each chunk's rows
-are emitted whole, the last open ones partly filled; no example is dropped.
+That pass is a loop over small integers in Python (tf.numpy_function: input pipelines run on
+the host); the tokens are then written with one scatter per feature. (The same loop as a
+tf.while_loop dispatched ~25 graph ops an example through TensorFlow's executor, whose per-op
+cost dominated, and a tf.data `scan` that moved the tokens example by example was slower
+still: which is why tensor2tensor packs with a C++ op.) Each chunk's rows are emitted
+whole, the last open ones partly filled; no example is dropped.
 """
+import numpy as np
 import tensorflow as tf
 
 FEATURES = ("inputs", "targets")
@@ -29,42 +32,44 @@ CHUNK = 16384
 
 
 def _best_fit(sizes, lengths, open_rows):
-  """sizes int32 [N, 2] (tokens per side) -> (row [N], offset [N, 2], segment [N]): where each
-  example goes. Rows are numbered in the order they were opened."""
-  n = tf.shape(sizes)[0]
-
-  def body(i, fill, count, slot_row, next_row, row, offset, segment):
-    size = sizes[i]
-    fits = tf.reduce_all(fill + size[None] <= lengths[None], axis=1)  # [open_rows]
-    has_room = tf.reduce_any(fits)
-    used = tf.reduce_sum(fill, axis=1)  # [open_rows]
-    # Best fit: the fullest row with room; none has room: the fullest row is closed.
-    slot = tf.argmax(tf.where(fits | ~has_room, used, -1), output_type=tf.int32)
-    is_slot = tf.range(open_rows) == slot
-    # No room anywhere: the fullest row is closed and slot `slot` opens row `next_row`.
-    reopen = tf.logical_and(is_slot, tf.logical_not(has_room))
-    fill = tf.where(reopen[:, None], 0, fill)
-    count = tf.where(reopen, 0, count)
-    slot_row = tf.where(reopen, next_row, slot_row)
-    next_row += tf.cast(tf.logical_not(has_room), tf.int32)
-    row = row.write(i, slot_row[slot])
-    offset = offset.write(i, fill[slot])
-    segment = segment.write(i, count[slot] + 1)
-    fill = tf.where(is_slot[:, None], fill + size[None], fill)
-    count = tf.where(is_slot, count + 1, count)
-    return i + 1, fill, count, slot_row, next_row, row, offset, segment
-
-  arrays = [tf.TensorArray(tf.int32, size=n, element_shape=shape) for shape in ([], [2], [])]
-  init = (0, tf.zeros([open_rows, 2], tf.int32), tf.zeros([open_rows], tf.int32),
-          tf.range(open_rows), open_rows, *arrays)
-  _, _, _, _, _, row, offset, segment = tf.while_loop(lambda i, *_: i < n, body, init)
-  return row.stack(), offset.stack(), segment.stack()
+  """sizes int [N, 2] (tokens per side), lengths (S, T) -> (row [N], offset [N, 2], segment [N]),
+  numpy int32: where each example goes. Rows are numbered in the order they were opened."""
+  fill = [[0, 0] for _ in range(open_rows)]  # tokens placed per side in each open row
+  count = [0] * open_rows  # examples in each open row
+  slot_row = list(range(open_rows))  # the row each open slot is filling
+  next_row = open_rows
+  row, offset, segment = [], [], []
+  for source, target in sizes.tolist():
+    # Best fit: the fullest row with room (the first of equals); none has room: the fullest
+    # row is closed and its slot opens row `next_row`.
+    slot = fullest = -1
+    for k, (s, t) in enumerate(fill):
+      if fullest < 0 or s + t > sum(fill[fullest]):
+        fullest = k
+      if (s + source <= lengths[0] and t + target <= lengths[1]
+          and (slot < 0 or s + t > sum(fill[slot]))):
+        slot = k
+    if slot < 0:
+      slot = fullest
+      fill[slot], count[slot], slot_row[slot] = [0, 0], 0, next_row
+      next_row += 1
+    row.append(slot_row[slot])
+    offset.append(tuple(fill[slot]))
+    count[slot] += 1
+    segment.append(count[slot])
+    fill[slot] = [fill[slot][0] + source, fill[slot][1] + target]
+  return (np.array(row, np.int32), np.array(offset, np.int32).reshape([-1, 2]),
+          np.array(segment, np.int32))
 
 
 def _pack_chunk(chunk, lengths, open_rows):
   """Ragged {"inputs", "targets"} [N, None] -> packed rows, int32 [R, S] and [R, T]."""
   sizes = tf.stack([tf.cast(chunk[side].row_lengths(), tf.int32) for side in FEATURES], axis=1)
-  row, offset, segment = _best_fit(sizes, tf.constant(lengths, tf.int32), open_rows)
+  row, offset, segment = tf.numpy_function(
+      lambda s: _best_fit(s, lengths, open_rows), [sizes], [tf.int32] * 3, stateful=False)
+  row.set_shape([None])  # [N]
+  offset.set_shape([None, 2])  # [N, 2]
+  segment.set_shape([None])  # [N]
   num_rows = tf.reduce_max(row) + 1
   packed = {}
   for i, side in enumerate(FEATURES):
