@@ -37,7 +37,8 @@
 # --cooldown_minutes: the learning rate falls linearly to 0 over the budget's last minutes;
 # default a quarter of MINUTES, 0 = none; the earlier AT_MINUTES marks are then those of a run
 # still before its cooldown),
-# AVERAGE (the last checkpoints averaged at each mark, default 5).
+# AVERAGE (the last checkpoints averaged at each mark, default 5), SEED (train's --seed,
+# default 1: the seed-to-seed spread of a recipe).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -56,6 +57,7 @@ DECODE_PRECISION="${DECODE_PRECISION:-auto}"
 COOLDOWN_MINUTES="${COOLDOWN_MINUTES-$(awk -v m="$MINUTES" 'BEGIN { print m / 4 }')}"
 [[ "$COOLDOWN_MINUTES" == 0 ]] && COOLDOWN_MINUTES=""
 AVERAGE="${AVERAGE:-5}"
+export SEED="${SEED:-1}"
 PY="${PYTHON:-python}"
 
 if ! ls "$RAW_DIR"/*.mrg >/dev/null 2>&1 && [[ -z "$(find "$RAW_DIR" -name '*.mrg' 2>/dev/null | head -1)" ]]; then
@@ -83,7 +85,7 @@ start=$(date +%s)
   --train_steps=1000000 --train_minutes="$MINUTES" \
   --checkpoint_every_minutes=2 --keep_checkpoints="$(( ${MINUTES%.*} / 2 + 6 ))" \
   --eval_every="$EVAL_EVERY" --eval_steps=10 --eval_decode_examples="$DEV_EXAMPLES" \
-  --log_every=50 --noxla --mixed_precision="$PRECISION" --seed=1 "${cooldown_flags[@]}" 2>&1 \
+  --log_every=50 --noxla --mixed_precision="$PRECISION" --seed="$SEED" "${cooldown_flags[@]}" 2>&1 \
   | tee "$WORK/train.log"
 train_seconds=$(( $(date +%s) - start ))
 ticks_after=$(cpu_ticks)
@@ -181,6 +183,7 @@ dev = re.findall(r"dev_bracket_f1 ([0-9.]+)", log)
 print(json.dumps({
     "bench": "ptb_quality", "problem": os.environ["PROBLEM"], "hparams": hparams,
     "overrides": overrides, "problem_settings": problem.settings(), "test": test,
+    "seed": int(os.environ["SEED"]),
     "train_precision": os.environ["PRECISION"],
     "trained_in": (re.findall(r"^computing in (\S+)", log, re.M) or [None])[0],
     "decode_precision": os.environ["DECODE_PRECISION"],
