@@ -42,15 +42,11 @@ def _best_fit(sizes, lengths, open_rows):
   for source, target in sizes.tolist():
     # Best fit: the fullest row with room (the first of equals); none has room: the fullest
     # row is closed and its slot opens row `next_row`.
-    slot = fullest = -1
-    for k, (s, t) in enumerate(fill):
-      if fullest < 0 or s + t > sum(fill[fullest]):
-        fullest = k
-      if (s + source <= lengths[0] and t + target <= lengths[1]
-          and (slot < 0 or s + t > sum(fill[slot]))):
-        slot = k
-    if slot < 0:
-      slot = fullest
+    used = [s + t for s, t in fill]
+    fits = [k for k, (s, t) in enumerate(fill)
+            if s + source <= lengths[0] and t + target <= lengths[1]]
+    slot = max(fits or range(open_rows), key=used.__getitem__)  # max keeps the first of equals
+    if not fits:
       fill[slot], count[slot], slot_row[slot] = [0, 0], 0, next_row
       next_row += 1
     row.append(slot_row[slot])
