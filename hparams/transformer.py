@@ -80,11 +80,13 @@ def transformer_multi30k():
   """multi30k_ende (29k pairs) in 40 minutes of a 2-core CPU, the best dev BLEU of the
   t2t-lite-tune studies (docs/benchmarks.md): 2+2 layers of d_model 256, small enough to see
   the corpus ~35 times in those minutes (3+3 learned at half the pace), with the strong
-  dropout, label smoothing and weight decay a corpus that small wants (dropout 0.3 over 0.2 and
-  0.1 on dev; an 8k vocabulary over 4k). Alpha 1.5: these models' outputs run short, and it
-  beat 0.6 by 0.75 BLEU on all of the dev split. Train it with an EMA of the weights (0.998)."""
+  dropout, label smoothing and weight decay a corpus that small wants (an 8k vocabulary over
+  4k). Dropout 0.2: the studies picked 0.3, but since bias gradients are kept in float32 0.2
+  leads it on dev for two seeds on two CPU kinds. Alpha 1.5: these models' outputs run short,
+  and it beat 0.6 by 0.75 BLEU on all of the dev split. Train it with an EMA of the weights
+  (0.998)."""
   return transformer_base().replace(
-      num_layers=2, d_model=256, d_ff=1024, num_heads=4, dropout=0.3, attention_dropout=0.1,
+      num_layers=2, d_model=256, d_ff=1024, num_heads=4, dropout=0.2, attention_dropout=0.1,
       label_smoothing=0.2, weight_decay=0.1, learning_rate=1.0, warmup_steps=500,
       batch_size=4096, beam_size=4, alpha=1.5)
 
