@@ -79,12 +79,12 @@ def transformer_parsing_spans():
 def transformer_multi30k():
   """multi30k_ende (29k pairs) in 40 minutes of a 2-core CPU, the best dev BLEU of the
   t2t-lite-tune studies (docs/benchmarks.md): 2+2 layers of d_model 256, small enough to see
-  the corpus ~35 times in those minutes (3+3 learned at half the pace), with the strong
-  dropout, label smoothing and weight decay a corpus that small wants, and an 8k vocabulary
-  (over 4k on dev). Dropout 0.2: the studies picked 0.3, but since bias gradients are kept in
-  float32, 0.2 leads it on dev for two seeds on two AMD EPYC kinds (not measured on an Intel).
-  Alpha 1.5: these models' outputs run short, and it beat 0.6 by 0.75 BLEU on all of the dev
-  split. Train it with an EMA of the weights (0.998)."""
+  the corpus ~35 times in those minutes (3+3 makes a third fewer steps and scored lower on
+  dev), with the strong dropout, label smoothing and weight decay a corpus that small wants,
+  and an 8k vocabulary (over 4k on dev). Dropout 0.2: the studies picked 0.3, but since bias
+  gradients are kept in float32, 0.2 leads it on dev for two seeds on two AMD EPYC kinds (not
+  measured on an Intel). Alpha 1.5: these models' outputs run short, and it beat 0.6 by 0.75
+  BLEU on all of the dev split. Train it with an EMA of the weights (0.998)."""
   return transformer_base().replace(
       num_layers=2, d_model=256, d_ff=1024, num_heads=4, dropout=0.2, attention_dropout=0.1,
       label_smoothing=0.2, weight_decay=0.1, learning_rate=1.0, warmup_steps=500,
