@@ -79,7 +79,7 @@ def transformer_parsing_spans():
 def transformer_multi30k():
   """multi30k_ende (29k pairs) in 40 minutes of a 2-core CPU, the best dev BLEU of the
   t2t-lite-tune studies (docs/benchmarks.md): 2+2 layers of d_model 256, small enough to see
-  the corpus ~35 times in those minutes (3+3 makes a third fewer steps and scored lower on
+  the corpus ~35 times in those minutes (3+3 makes a fifth fewer steps and scored lower on
   dev), with the strong dropout, label smoothing and weight decay a corpus that small wants,
   and an 8k vocabulary (over 4k on dev). Dropout 0.2: the studies picked 0.3, but since bias
   gradients are kept in float32, 0.2 leads it on dev for two seeds on two AMD EPYC kinds (not
