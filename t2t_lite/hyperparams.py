@@ -52,6 +52,10 @@ class HParams:
   # probability in training (Marian's --dropout-src / --dropout-trg; Sennrich and Zhang 2019
   # for small corpora), the rest scaled by 1 / (1 - p); positions are added after it.
   token_dropout: float = 0.0
+  # Not in the paper: R-Drop (Liang et al. 2021): each training batch runs twice, with two
+  # dropout masks, and this weight (their alpha) times the two outputs' symmetric KL divergence
+  # joins the loss (losses.rdrop_loss); batch_size still counts each pair once.
+  rdrop: float = 0.0
   # Optimisation (section 5.3).
   learning_rate: float = 1.0  # Multiplies the paper's schedule; 1.0 is the paper's.
   warmup_steps: int = 4000
@@ -155,7 +159,8 @@ _RANGES = {name: (check, wanted) for name, check, wanted in (
         "adam_beta2", "weight_decay", "word_dropout", "token_dropout")),
     *((name, lambda x: math.isfinite(x) and x > 0, "a finite number > 0") for name in (
         "learning_rate", "adam_epsilon")),
-    ("alpha", lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0"),
+    *((name, lambda x: math.isfinite(x) and x >= 0, "a finite number >= 0") for name in (
+        "alpha", "rdrop")),
     ("norm_type", lambda x: x in ("post", "pre"), "'post' or 'pre'"),
     ("architecture", lambda x: x in ("transformer", "span_parser"),
      "'transformer' or 'span_parser'"),

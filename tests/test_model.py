@@ -10,8 +10,8 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.modeling.dropout import seed_states
 from t2t_lite.modeling.embedding import sinusoid_positions
-from t2t_lite.modeling.losses import (smoothed_cross_entropy, token_accuracy,
-                                      xla_smoothed_cross_entropy)
+from t2t_lite.modeling.losses import (rdrop_loss, smoothed_cross_entropy, token_accuracy,
+                                      xla_rdrop_loss, xla_smoothed_cross_entropy)
 from t2t_lite.train.optimization import TransformerSchedule, learning_rate, make_optimizer
 from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON, LayerNorm
 
@@ -397,6 +397,34 @@ def test_smoothed_loss_gradient_equals_autodiff_of_the_definition(smoothing, jit
   np.testing.assert_allclose(grad.numpy(), expected_grad.numpy(), rtol=1e-5, atol=1e-6)
   assert np.all(grad.numpy()[0, 3:] == 0.0)  # padding gets no gradient
   assert np.abs(grad.numpy()).max() > 0.1
+
+
+@pytest.mark.parametrize("loss_fn", [rdrop_loss, xla_rdrop_loss])
+def test_rdrop_loss_equals_the_papers_loss_halved(loss_fn):
+  # R-Drop's loss per token: CE(p1) + CE(p2) + alpha / 2 (KL(p1||p2) + KL(p2||p1)); ours is half
+  # of it, summed over one copy's non-padding tokens.
+  rng = np.random.default_rng(0)
+  logits = rng.normal(0, 2, size=[4, 5, 7]).astype(np.float32)  # two copies of a [2, 5] batch
+  targets = np.array([[3, 1, 6, 0, 0], [2, 2, 5, 4, 1]] * 2, np.int32)
+  smoothing, alpha = 0.1, 5.0
+  log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  q = np.full(log_p.shape, smoothing / 6)
+  np.put_along_axis(q, targets[..., None], 1 - smoothing, -1)
+  ce = -(q * log_p).sum(-1)  # [4, 5]
+  p1, p2 = np.exp(log_p[:2]), np.exp(log_p[2:])
+  kl = (p1 * (log_p[:2] - log_p[2:])).sum(-1) + (p2 * (log_p[2:] - log_p[:2])).sum(-1)
+  mask = targets[:2] > 0
+  papers = ((ce[:2] + ce[2:] + alpha / 2 * kl) * mask).sum()
+  loss, ce_sum = loss_fn(tf.constant(logits), tf.constant(targets), smoothing, alpha)
+  assert float(loss) == pytest.approx(papers / 2, rel=1e-5)
+  assert float(ce_sum) == pytest.approx(((ce[:2] + ce[2:]) * mask).sum() / 2, rel=1e-5)
+  assert float(loss) > float(ce_sum) * 1.5  # the divergence term counts
+  # Two identical copies: no divergence, one copy's cross entropy.
+  twice = tf.constant(np.concatenate([logits[:2]] * 2))
+  loss, ce_sum = loss_fn(twice, tf.constant(targets), smoothing, alpha)
+  single, _ = smoothed_cross_entropy(tf.constant(logits[:2]), tf.constant(targets[:2]), smoothing)
+  assert float(loss) == pytest.approx(float(single), rel=1e-5)
+  assert float(ce_sum) == pytest.approx(float(single), rel=1e-5)
 
 
 def test_tiny_transformer_memorises_a_copy_task():

@@ -83,6 +83,24 @@ def test_xla_on_and_off_give_the_same_loss(float32_losses, tmp_path):
   np.testing.assert_allclose([loss for _, loss in result["losses"]], float32_losses, rtol=2e-5)
 
 
+def test_rdrop_trains_as_without_it_when_nothing_drops_and_otherwise_not(float32_losses,
+                                                                        tmp_path):
+  def losses(overrides, **config):
+    _, result, _ = _train(FixedLengthProblem(), None,
+                          _config(str(tmp_path / overrides / str(config)), 3, **config),
+                          overrides)
+    return [loss for _, loss in result["losses"]]
+
+  # Without dropout the two copies agree: no divergence and no gradient from it.
+  np.testing.assert_allclose(losses(TINY + ",rdrop=5.0"), losses(TINY), rtol=1e-5)
+  # With dropout the divergence term changes the steps (the logged loss is the cross entropy,
+  # the same at the first step), with the loss XLA-compiled alone as in an XLA step.
+  rdrop = losses(TINY_DROPOUT + ",rdrop=5.0")
+  assert rdrop[0] == pytest.approx(float32_losses[0], rel=0.05) and rdrop[2] < rdrop[0]
+  assert abs(rdrop[2] - float32_losses[2]) > 1e-4
+  np.testing.assert_allclose(losses(TINY_DROPOUT + ",rdrop=5.0", xla=True), rdrop, rtol=2e-5)
+
+
 @pytest.mark.parametrize("precision, expected_dtype", [("bf16", "bfloat16"), ("fp16", "float16")])
 def test_mixed_precision_trains_close_to_float32(precision, expected_dtype, float32_losses,
                                                  tmp_path):

@@ -37,12 +37,27 @@ def _token_losses(logits, targets, smoothing):
   return loss
 
 
+def rdrop_loss(logits, targets, smoothing, weight):
+  """R-Drop (Liang et al. 2021): logits float [2B, T, V] of one batch run twice with different
+  dropout masks (targets [2B, T], the batch twice) -> (loss sum, cross-entropy sum), both over
+  the tokens of ONE copy: the two copies' smoothed cross entropies averaged, plus weight / 4
+  times the symmetric KL divergence between their distributions. That is the paper's loss
+  halved, so `weight` is its alpha and the loss stays on the cross entropy's scale."""
+  weights = target_weights(targets)  # [2B, T]
+  ce_sum = tf.reduce_sum(_token_losses(logits, targets, smoothing) * weights) / 2.0
+  log_p1, log_p2 = tf.split(tf.nn.log_softmax(tf.cast(logits, tf.float32)), 2)  # [B, T, V] each
+  # KL(p1 || p2) + KL(p2 || p1) = sum_v (p1 - p2) (log p1 - log p2): [B, T]
+  kl = tf.reduce_sum((tf.exp(log_p1) - tf.exp(log_p2)) * (log_p1 - log_p2), axis=-1)
+  return ce_sum + weight / 4.0 * tf.reduce_sum(kl * tf.split(weights, 2)[0]), ce_sum
+
+
 # For a training step without XLA of its own: XLA fuses the loss and its gradient into a few
 # passes over the [B, T, V] logits, the largest tensor of the step, where TensorFlow's kernels
 # make one pass per op (docs/benchmarks.md, 2026-11-28). Not for a step under XLA: there it is
 # fused anyway, and an XLA function nested in another made a small model's step take seconds.
 xla_smoothed_cross_entropy = tf.function(smoothed_cross_entropy, jit_compile=True,
                                          autograph=False)
+xla_rdrop_loss = tf.function(rdrop_loss, jit_compile=True, autograph=False)
 
 
 def token_accuracy(logits, targets):

@@ -10,6 +10,8 @@ masks do not depend on how the batch is split.
 
 Shapes: B sentences, T target length, V vocabulary.
 """
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -21,32 +23,41 @@ def _is_loss_scaled(optimizer):
   return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
-def make_micro_gradients(model, optimizer, label_smoothing, jit_compile):
-  """-> micro_gradients(batch, tokens): (gradients of loss_sum / tokens, loss sum) of one
-  micro-batch, `tokens` the step's target tokens over all micro-batches and replicas: the
+def make_micro_gradients(model, optimizer, label_smoothing, jit_compile, rdrop=0.0):
+  """-> micro_gradients(batch, tokens): (gradients of loss_sum / tokens, cross-entropy sum) of
+  one micro-batch, `tokens` the step's target tokens over all micro-batches and replicas: the
   gradients summed over them are the mean's, with no pass over the gradients to rescale them,
-  and the fp16 loss scale sees a mean. A tf.function of its own: traced once however many
-  micro-batches a step accumulates."""
-
-  loss_fn = (losses.xla_smoothed_cross_entropy if jit_compile is False
-             else losses.smoothed_cross_entropy)
+  and the fp16 loss scale sees a mean. With rdrop > 0 the micro-batch runs twice in one forward
+  pass (the two copies draw different dropout masks) and the loss is losses.rdrop_loss. A
+  tf.function of its own: traced once however many micro-batches a step accumulates."""
+  xla_loss = jit_compile is False
+  if rdrop:
+    loss_fn = functools.partial(losses.xla_rdrop_loss if xla_loss else losses.rdrop_loss,
+                                weight=rdrop)
+  else:
+    loss_fn = losses.xla_smoothed_cross_entropy if xla_loss else losses.smoothed_cross_entropy
 
   def micro_gradients(batch, tokens):
+    if rdrop:
+      batch = {key: tf.concat([value, value], 0) for key, value in batch.items()}  # [2B, ...]
     with tf.GradientTape() as tape:
-      logits = model(batch, training=True)  # [B, T, V]
-      loss_sum, _ = loss_fn(logits, batch["targets"], label_smoothing)
+      logits = model(batch, training=True)  # [B, T, V] ([2B, T, V] with rdrop)
+      loss_sum, ce_sum = loss_fn(logits, batch["targets"], label_smoothing)
+      if not rdrop:
+        ce_sum = loss_sum  # the other value is the token count
       loss = loss_sum / tokens
       if _is_loss_scaled(optimizer):
         loss = optimizer.scale_loss(loss)
-    return tape.gradient(loss, model.trainable_variables), loss_sum
+    return tape.gradient(loss, model.trainable_variables), ce_sum
 
   return tf.function(micro_gradients, jit_compile=jit_compile, autograph=False)
 
 
 def make_train_step(model, optimizer, *, label_smoothing, grad_accum_steps=1, num_replicas=1,
-                    jit_compile=True, reseed_dropout=True, ema=None):
+                    jit_compile=True, reseed_dropout=True, ema=None, rdrop=0.0):
   """-> step(batches): one optimizer step on this replica -> (loss sum, target tokens, global
-  gradient norm), the first two summed over all replicas.
+  gradient norm), the first two summed over all replicas (the loss: the cross entropy, without
+  R-Drop's divergence term).
 
   Args:
     batches: a tuple of `grad_accum_steps` micro-batches {"inputs", "targets"} for this replica.
@@ -54,10 +65,11 @@ def make_train_step(model, optimizer, *, label_smoothing, grad_accum_steps=1, nu
     reseed_dropout: set the dropout seeds from (step, micro-batch) before each micro-batch
       (the trainer turns it off on TPU; masks then follow the seeds' own counters).
     ema: optional moving averages of the weights (ema.WeightAverage), updated after the step.
+    rdrop: R-Drop's weight of the divergence term (hparams rdrop; 0: off).
   Call it inside `strategy.run` (or in a tf.function, for one device). The optimizer must be
   built for model.trainable_variables.
   """
-  micro = make_micro_gradients(model, optimizer, label_smoothing, jit_compile)
+  micro = make_micro_gradients(model, optimizer, label_smoothing, jit_compile, rdrop)
   variables = model.trainable_variables
   seed_states = dropout.seed_states(model) if reseed_dropout else []
 

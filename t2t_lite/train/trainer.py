@@ -142,7 +142,8 @@ class Trainer:
             self.model, self.state.optimizer, label_smoothing=hparams.label_smoothing,
             grad_accum_steps=config.grad_accum_steps, num_replicas=self.num_replicas,
             jit_compile=self.platform.jit_compile(config.xla),
-            reseed_dropout=self.platform.reseeds_dropout, ema=self.state.ema or None),
+            reseed_dropout=self.platform.reseeds_dropout, ema=self.state.ema or None,
+            rdrop=hparams.rdrop),
         self.platform.micro_batch_splitter(config.grad_accum_steps))
 
   def _micro_batch_tokens(self):
