@@ -94,7 +94,8 @@ def test_rdrop_trains_as_without_it_when_nothing_drops_and_otherwise_not(float32
   # Without dropout the two copies agree: no divergence and no gradient from it.
   np.testing.assert_allclose(losses(TINY + ",rdrop=5.0"), losses(TINY), rtol=1e-5)
   # With dropout the divergence term changes the steps (the logged loss is the cross entropy,
-  # the same at the first step), with the loss XLA-compiled alone as in an XLA step.
+  # close to the plain run's at the first step); the step without XLA (its loss XLA-compiled
+  # alone) takes the XLA step's steps.
   rdrop = losses(TINY_DROPOUT + ",rdrop=5.0")
   assert rdrop[0] == pytest.approx(float32_losses[0], rel=0.05) and rdrop[2] < rdrop[0]
   assert abs(rdrop[2] - float32_losses[2]) > 1e-4
