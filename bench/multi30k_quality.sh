@@ -67,8 +67,19 @@ if [[ ! -f "$RAW_DIR/test_2016_flickr.en.gz" ]]; then
   echo "multi30k_quality: $RAW_DIR lacks test_2016_flickr.en.gz (set RAW_DIR)" >&2
   exit 2
 fi
-if [[ ! "$MODELS" =~ ^(1|2|auto)$ ]]; then
-  echo "multi30k_quality: MODELS must be 1, 2 or auto, not '$MODELS'" >&2
+# The CPUs this process may run on, and their two halves (one per model when there are two).
+read -r -a cpus <<< "$("$PY" -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+half=$(( ${#cpus[@]} / 2 ))
+all_cpus="$(IFS=,; echo "${cpus[*]}")"
+halves=("$(IFS=,; echo "${cpus[*]:0:$half}")" "$(IFS=,; echo "${cpus[*]:$half}")")
+
+if [[ ! "$MODELS" =~ ^(1|2|auto)$ || ! "$ENSEMBLE_MIN_STEPS" =~ ^[0-9]+$ ]]; then
+  echo "multi30k_quality: MODELS must be 1, 2 or auto and ENSEMBLE_MIN_STEPS a number of" \
+    "steps, not '$MODELS' and '$ENSEMBLE_MIN_STEPS'" >&2
+  exit 2
+fi
+if [[ "$MODELS" == 2 ]] && (( half == 0 )); then
+  echo "multi30k_quality: MODELS=2 trains one model per half of the CPUs; this has one" >&2
   exit 2
 fi
 mkdir -p "$WORK"
@@ -87,12 +98,6 @@ beam_flags=()
 # CPU time the hypervisor gave to other guests ("steal"), as a fraction of all CPU time during
 # training: on a shared VM it varies from run to run, and the step count with it.
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat 2>/dev/null || true; }
-# The CPUs this process may run on, and their two halves (one per model when there are two).
-read -r -a cpus <<< "$("$PY" -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
-half=$(( ${#cpus[@]} / 2 ))
-all_cpus="$(IFS=,; echo "${cpus[*]}")"
-halves=("$(IFS=,; echo "${cpus[*]:0:$half}")" "$(IFS=,; echo "${cpus[*]:$half}")")
-
 train() {  # train <cpus> <model_dir> <seed> [flag ...]: one t2t-lite-train run on those CPUs.
   local on="$1" dir="$2" seed="$3"
   shift 3
@@ -107,6 +112,7 @@ train() {  # train <cpus> <model_dir> <seed> [flag ...]: one t2t-lite-train run 
 }
 
 probe_steps=
+probe_start=$(date +%s)
 if [[ "$MODELS" == auto ]]; then
   MODELS=1
   if (( half > 0 )); then
@@ -128,6 +134,7 @@ EOF
   echo "multi30k_quality: MODELS=auto chose $MODELS: one model on half the cores would make" \
     "~${probe_steps:-0} steps in $MINUTES minutes (two from $ENSEMBLE_MIN_STEPS)" >&2
 fi
+probe_seconds=$(( $(date +%s) - probe_start ))
 
 ticks_before=$(cpu_ticks)
 start=$(date +%s)
@@ -195,7 +202,7 @@ fi
 
 "$PY" - "$WORK" "$train_seconds" "$PRECISION" "$ticks_before" "$ticks_after" "$PROBLEM" \
   "$OVERRIDES" "$EMA_DECAY" "$MINUTES" "$SEED" "$COOLDOWN_MINUTES" "$COOLDOWN_PATIENCE" \
-  "$HPARAMS" "$MODELS" "$probe_steps" <<'EOF'
+  "$HPARAMS" "$MODELS" "$probe_steps" "$probe_seconds" <<'EOF'
 import glob, json, os, re, sys
 work, seconds, precision = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 before, after = sys.argv[4].split(), sys.argv[5].split()  # [steal, total] ticks, or empty
@@ -211,20 +218,21 @@ def scores(prefix):  # {model name: its sacreBLEU and paper BLEU} of the decodes
                                    "paper_bleu": round(line["paper_bleu"], 2)}
   return models
 
-runs = []
+runs, logs = [], []
 for i, suffix in enumerate([""] + (["2"] if sys.argv[14] == "2" else [])):
-  log = open(f"{work}/train{suffix}.log").read()
-  steps = [int(s) for s in re.findall(r"^done: step (\d+)", log, re.M)]
+  logs.append(open(f"{work}/train{suffix}.log").read())
+  steps = [int(s) for s in re.findall(r"^done: step (\d+)", logs[-1], re.M)]
   runs.append({"seed": int(sys.argv[10]) + i, "train_steps": steps[-1] if steps else 0,
                "best": json.load(open(f"{work}/model{suffix}/best/best.json")),
                "models": scores(f"test{suffix}")})
 ensemble = scores("test_ensemble") or None
-chosen = re.search(r"^computing in (\S+) \((.*)\)$", log, re.M)  # the trainer's first line
+chosen = re.search(r"^computing in (\S+) \((.*)\)$", logs[0], re.M)  # the trainer's first line
 decoded = re.search(r"; precision (\S+) \(", open(f"{work}/test.best.scores").read())
 print(json.dumps({"bench": "multi30k_quality", "problem": sys.argv[6],
                   "split": "test_2016_flickr",
                   "bleu": (ensemble or runs[0]["models"])["best"]["bleu"],
                   "models_trained": len(runs), "probe_steps": int(sys.argv[15] or 0) or None,
+                  "probe_seconds": int(sys.argv[16]) if sys.argv[15] else None,
                   "ensemble": ensemble, "runs": runs,
                   "minutes": float(sys.argv[9]), "train_seconds": seconds,
                   "hparams": sys.argv[13], "overrides": sys.argv[7],
