@@ -119,7 +119,8 @@ if [[ "$MODELS" == auto ]]; then
     # Its last two progress windows (the first holds the tracing): tokens/s on half the cores,
     # over the tokens of a step, times the budget. Not part of the budget, as datagen is not.
     train "${halves[0]}" "$WORK/probe" "$SEED" --train_steps=150 --eval_every=1000000 \
-      > "$WORK/probe.log" 2>&1
+      > "$WORK/probe.log" 2>&1 || { echo "multi30k_quality: the probe failed: $WORK/probe.log" >&2
+                                    exit 1; }
     probe_steps=$("$PY" - "$WORK/probe.log" "$MINUTES" <<'EOF'
 import re, sys
 log, minutes = open(sys.argv[1]).read(), float(sys.argv[2])
