@@ -112,10 +112,11 @@ train() {  # train <cpus> <model_dir> <seed> [flag ...]: one t2t-lite-train run 
 }
 
 probe_steps=
-probe_start=$(date +%s)
+probe_seconds=
 if [[ "$MODELS" == auto ]]; then
   MODELS=1
   if (( half > 0 )); then
+    probe_start=$(date +%s)
     # Its last two progress windows (the first holds the tracing): tokens/s on half the cores,
     # over the tokens of a step, times the budget. Not part of the budget, as datagen is not.
     train "${halves[0]}" "$WORK/probe" "$SEED" --train_steps=150 --eval_every=1000000 \
@@ -130,12 +131,12 @@ print(int(sum(rates) / len(rates) / tokens * minutes * 60))
 EOF
 )
     rm -rf "$WORK/probe"
+    probe_seconds=$(( $(date +%s) - probe_start ))
     if (( probe_steps >= ENSEMBLE_MIN_STEPS )); then MODELS=2; fi
   fi
   echo "multi30k_quality: MODELS=auto chose $MODELS: one model on half the cores would make" \
     "~${probe_steps:-0} steps in $MINUTES minutes (two from $ENSEMBLE_MIN_STEPS)" >&2
 fi
-probe_seconds=$(( $(date +%s) - probe_start ))
 
 ticks_before=$(cpu_ticks)
 start=$(date +%s)
@@ -233,7 +234,7 @@ print(json.dumps({"bench": "multi30k_quality", "problem": sys.argv[6],
                   "split": "test_2016_flickr",
                   "bleu": (ensemble or runs[0]["models"])["best"]["bleu"],
                   "models_trained": len(runs), "probe_steps": int(sys.argv[15] or 0) or None,
-                  "probe_seconds": int(sys.argv[16]) if sys.argv[15] else None,
+                  "probe_seconds": int(sys.argv[16] or 0) or None,
                   "ensemble": ensemble, "runs": runs,
                   "minutes": float(sys.argv[9]), "train_seconds": seconds,
                   "hparams": sys.argv[13], "overrides": sys.argv[7],
