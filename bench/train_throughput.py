@@ -45,7 +45,11 @@ in the others, and summed, once a round. Our step cannot be much faster than its
 work): "step_over_floor" is each of our steps over its own floor (median of the per-round
 ratios), and "auto_precision" gives it for the precision `auto` picks. keras-hub's float32 step
 over the float32 floor ("speedup_ceiling_vs_keras_hub", median of the rounds) is about the most
-any change that keeps the paper's FLOPs could reach against keras-hub.
+any change that keeps the paper's FLOPs could reach against keras-hub. Without XLA, a few traced
+steps of ours (bench/step_trace.py, "trace") split the step's wall time into time with a matmul
+running, time with only other ops running and idle time; "matmul_busy_over_floor", the first
+over the floor, is as close to its floor as the step could come by fusing or removing the
+other ops alone.
 
 tokens/s counts target tokens (B * T) per second. Each configuration is compiled and warmed up,
 then timed in rounds interleaved with the other implementation and with the matmul peaks (the
@@ -77,6 +81,7 @@ from t2t_lite.train.optimization import make_optimizer
 from t2t_lite.train.steps import make_train_step
 
 import auto_precision  # bench/, beside this file
+import step_trace  # bench/, beside this file
 
 BATCH, SOURCE_LENGTH, TARGET_LENGTH, VOCAB_SIZE = 64, 32, 32, 32000
 MATMUL_SIZES = (1024, 2048, 4096)
@@ -291,6 +296,8 @@ def main():
                       help="comma-separated compute precisions "
                            "(t2t_lite/modeling/mixed_precision.py); the fraction of peak "
                            "and the targets are judged on none (float32)")
+  parser.add_argument("--no_trace", dest="trace", action="store_false",
+                      help="skip the traced steps (bench/step_trace.py) of our steps without XLA")
   parser.add_argument("--quick", action="store_true",
                       help="smoke run: 2 rounds of 2 steps")
   args = parser.parse_args()
@@ -367,6 +374,12 @@ def main():
         if key.startswith("t2t_lite"):  # per round: our step / its matmuls alone
           entry[key]["step_over_floor"] = round(float(np.median(
               [wall / floor for wall, floor in zip(walls, floors[run["precision"]])])), 3)
+        if key.startswith("t2t_lite") and not xla and args.trace:  # its matmuls inside it
+          trace = step_trace.split_step(run["step"], features)
+          trace["matmul_busy_over_floor"] = round(trace["matmul_busy_ms"] / entry[
+              "matmul_floor_ms" + ("" if run["precision"] == "none" else "_" + run["precision"])],
+              3)
+          entry[key]["trace"] = trace
       for suffix in [""] + [f"_{p}" for p in precisions if p != "none"]:
         ours, theirs = runs.get("t2t_lite" + suffix), runs.get("keras_hub" + suffix)
         if ours and theirs:  # per round: theirs / ours
@@ -425,6 +438,9 @@ def main():
     for mode, choice in verdict.items():
       run = "t2t_lite" + ("" if choice["auto"] == "none" else f"_{choice['auto']}")
       choice["step_over_floor"] = results[name][mode].get(run, {}).get("step_over_floor")
+      if "trace" in results[name][mode].get(run, {}):
+        choice["matmul_busy_over_floor"] = results[name][mode][run]["trace"][
+            "matmul_busy_over_floor"]
   print(json.dumps({
       "bench": "train_throughput",
       "batch": BATCH, "source_length": SOURCE_LENGTH, "target_length": TARGET_LENGTH,

@@ -65,6 +65,26 @@ def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
     assert sum(matmuls.values()) == 3 * (6 * hp.num_layers + 11 * hp.decoder_depth + 1), name
 
 
+
+def test_step_trace_tells_matmuls_from_the_other_ops():
+  """bench/step_trace.py, from a real profiler trace: a chain of matmuls is matmul time, an
+  elementwise chain is the other ops' time, named by op type."""
+  import tensorflow as tf
+  sys.path.insert(0, str(ROOT / "bench"))
+  try:
+    import step_trace
+  finally:
+    sys.path.remove(str(ROOT / "bench"))
+  x = tf.random.normal([1024, 1024])
+  matmuls = step_trace.split_step(tf.function(lambda x: tf.matmul(tf.matmul(x, x), x)), x)
+  elementwise = step_trace.split_step(tf.function(lambda x: tf.exp(tf.tanh(x) * 2.0)), x)
+  assert matmuls["matmul_busy_ms"] > 5 * matmuls["other_only_ms"], matmuls
+  assert elementwise["matmul_busy_ms"] == 0, elementwise
+  assert elementwise["other_only_ms"] > 0, elementwise
+  assert {"Exp", "Tanh"} <= set(elementwise["other_only_by_op"]), elementwise
+  for split in (matmuls, elementwise):  # the ops' time lies inside the timed steps
+    assert 0 <= split["idle_ms"] < split["traced_step_ms"], split
+
 _INSTALLED_CHECK = """
 import importlib.util, json, sys
 import t2t_lite
