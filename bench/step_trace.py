@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+
 def _op_intervals(space):
   """-> [(op type, start ps, end ps)] of every op event on the host's executor threads."""
   intervals = []
