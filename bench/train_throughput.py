@@ -376,9 +376,8 @@ def main():
               [wall / floor for wall, floor in zip(walls, floors[run["precision"]])])), 3)
         if key.startswith("t2t_lite") and not xla and args.trace:  # its matmuls inside it
           trace = step_trace.split_step(run["step"], features)
-          trace["matmul_busy_over_floor"] = round(trace["matmul_busy_ms"] / entry[
-              "matmul_floor_ms" + ("" if run["precision"] == "none" else "_" + run["precision"])],
-              3)
+          floor_ms = 1000 * float(np.median(floors[run["precision"]]))
+          trace["matmul_busy_over_floor"] = round(trace["matmul_busy_ms"] / floor_ms, 3)
           entry[key]["trace"] = trace
       for suffix in [""] + [f"_{p}" for p in precisions if p != "none"]:
         ours, theirs = runs.get("t2t_lite" + suffix), runs.get("keras_hub" + suffix)
@@ -437,10 +436,10 @@ def main():
   for name, verdict in auto.items():  # the step at the precision auto picks, over its floor
     for mode, choice in verdict.items():
       run = "t2t_lite" + ("" if choice["auto"] == "none" else f"_{choice['auto']}")
-      choice["step_over_floor"] = results[name][mode].get(run, {}).get("step_over_floor")
-      if "trace" in results[name][mode].get(run, {}):
-        choice["matmul_busy_over_floor"] = results[name][mode][run]["trace"][
-            "matmul_busy_over_floor"]
+      ours = results[name][mode].get(run, {})
+      choice["step_over_floor"] = ours.get("step_over_floor")
+      if "trace" in ours:
+        choice["matmul_busy_over_floor"] = ours["trace"]["matmul_busy_over_floor"]
   print(json.dumps({
       "bench": "train_throughput",
       "batch": BATCH, "source_length": SOURCE_LENGTH, "target_length": TARGET_LENGTH,

@@ -1,5 +1,6 @@
 """Contracts of the repository's layout that no unit test of a module would catch."""
 import ast
+import importlib
 import json
 import os
 import pathlib
@@ -27,6 +28,15 @@ def _calls(tree):
   return names
 
 
+def _bench_module(name):
+  """Imports bench/<name>.py (the benchmarks import each other from beside themselves)."""
+  sys.path.insert(0, str(ROOT / "bench"))
+  try:
+    return importlib.import_module(name)
+  finally:
+    sys.path.remove(str(ROOT / "bench"))
+
+
 def test_train_benchmark_times_the_trainers_own_step():
   tree = ast.parse((ROOT / "bench" / "train_throughput.py").read_text())
   imported = {(node.module, alias.name) for node in ast.walk(tree)
@@ -45,11 +55,7 @@ def test_train_benchmark_times_the_trainers_own_step():
 def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
   """The floor times our step's matmuls one by one: they must add up to the FLOPs that the
   benchmark divides by, shape by shape, for both model sizes."""
-  sys.path.insert(0, str(ROOT / "bench"))
-  try:
-    import train_throughput
-  finally:
-    sys.path.remove(str(ROOT / "bench"))
+  train_throughput = _bench_module("train_throughput")
   sizes = {name: train_throughput.model_hparams(name) for name in ("transformer_base", "small")}
   sizes["small, 1 decoder layer"] = sizes["small"].replace(decoder_layers=1)
   for name, hp in sizes.items():
@@ -65,16 +71,11 @@ def test_train_benchmark_matmul_floor_holds_every_matmul_flop():
     assert sum(matmuls.values()) == 3 * (6 * hp.num_layers + 11 * hp.decoder_depth + 1), name
 
 
-
 def test_step_trace_tells_matmuls_from_the_other_ops():
   """bench/step_trace.py, from a real profiler trace: a chain of matmuls is matmul time, an
   elementwise chain is the other ops' time, named by op type."""
   import tensorflow as tf
-  sys.path.insert(0, str(ROOT / "bench"))
-  try:
-    import step_trace
-  finally:
-    sys.path.remove(str(ROOT / "bench"))
+  step_trace = _bench_module("step_trace")
   x = tf.random.normal([1024, 1024])
   matmuls = step_trace.split_step(tf.function(lambda x: tf.matmul(tf.matmul(x, x), x)), x)
   elementwise = step_trace.split_step(tf.function(lambda x: tf.exp(tf.tanh(x) * 2.0)), x)
@@ -85,6 +86,7 @@ def test_step_trace_tells_matmuls_from_the_other_ops():
   assert set(elementwise["other_only_by_op"]) == {"Exp", "Tanh", "Mul"}, elementwise
   for split in (matmuls, elementwise):  # the ops' time lies inside the timed steps
     assert 0 <= split["idle_ms"] < split["traced_step_ms"], split
+
 
 _INSTALLED_CHECK = """
 import importlib.util, json, sys
