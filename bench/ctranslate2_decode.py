@@ -18,6 +18,9 @@ then round 2 of each, ...); each reports its median round, with the slowest and 
   t2t_lite     beam search as t2t-lite-decode runs it with --xla and without
                (decode_speed.decoder: Translator.decode_ids), float32, bf16 and int8 (the
                same weights; int8: --precision=int8, t2t_lite/modeling/quantization.py);
+               float32 without XLA also with its weight matmuls as XLA programs of their own
+               ("compiled_matmuls", what t2t-lite-decode runs where TensorFlow has no oneDNN:
+               mixed_precision.compiled_matmuls; "compiled_matmuls_here" says whether here);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
@@ -32,7 +35,8 @@ vocabulary's rare tokens would not be. "shortlist_size" is our batch vocabulary'
 
   ours_shortlist   search.beams with the shortlist (what --shortlist runs; called directly,
                    since Translator refuses a constraint beside a shortlist and EOS is masked
-                   here by one), float32, bf16 and int8 without XLA;
+                   here by one), float32 (also with compiled matmuls), bf16 and int8 without
+                   XLA;
   ctranslate2      use_vmap=True in int8 / int8_float32 / float32.
 
 CTranslate2's length penalty is length^alpha, ours GNMT's ((5 + length) / 6)^alpha: with every
@@ -66,13 +70,13 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
-from t2t_lite.modeling import mixed_precision  # noqa: E402
+from t2t_lite.modeling import mixed_precision, quantization  # noqa: E402
 from t2t_lite.data import data_files, pipeline  # noqa: E402
 from t2t_lite.decode import ctranslate2_export, shortlist  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from decode_speed import EosMasked, decoder  # noqa: E402
+from decode_speed import EosMasked, cpu_flags, decoder  # noqa: E402
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -115,6 +119,7 @@ def ours_config(model, inputs, xla):
   assert ids.shape == (BATCH, 1, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
   return (lambda: decode(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": xla,
+      "compiled_matmuls": quantization.compiled_float(model),
       "first_call_seconds": round(first, 1)}
 
 
@@ -131,7 +136,8 @@ def ours_shortlist_config(model, inputs, table):
   assert ids.shape == (BATCH, 1, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
   return (lambda: search(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": False,
-      "shortlist": True, "first_call_seconds": round(first, 1)}
+      "compiled_matmuls": quantization.compiled_float(model), "shortlist": True,
+      "first_call_seconds": round(first, 1)}
 
 
 def ctranslate2_config(model_dir, inputs, compute_type, use_vmap=False):
@@ -178,13 +184,6 @@ def summary(result, times):
                                             round(BATCH / min(times), 3)])
 
 
-def cpu_flags():
-  """The CPU features that decide whether bf16 / int8 kernels are fast here."""
-  with open("/proc/cpuinfo") as f:
-    flags = set(next(line for line in f if line.startswith("flags")).split())
-  return sorted(flags & {"avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8"})
-
-
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--rounds", type=int, default=3,
@@ -200,6 +199,7 @@ def main():
   models = {"none": t2t_lite.build_model(hparams, VOCAB_SIZE)}
   for precision in ("bf16", "int8"):
     models[precision] = mixed_precision.inference_model(models["none"], precision)
+  models["none+compiled"] = mixed_precision.inference_model(models["none"], "none", True)
   rng = np.random.default_rng(BATCH)
   inputs = rng.integers(3, VOCAB_SIZE, [BATCH, SOURCE_LENGTH]).astype(np.int32)  # [B, S]
   inputs[:, -1] = 1  # EOS
@@ -224,11 +224,12 @@ def main():
     print(f"greedy outputs match: {check}", file=sys.stderr, flush=True)
     configs = [ours_config(models[precision], inputs, xla)
                for precision in ("none", "bf16", "int8") for xla in (True, False)]
+    configs.append(ours_config(models["none+compiled"], inputs, False))
     configs += [ctranslate2_config(model_dir, inputs, compute_type)
                 for compute_type in CT2_COMPUTE_TYPES if compute_type in supported]
     if table is not None:
       configs += [ours_shortlist_config(models[precision], inputs, table)
-                  for precision in ("none", "bf16", "int8")]
+                  for precision in ("none", "none+compiled", "bf16", "int8")]
       configs += [ctranslate2_config(model_dir, inputs, compute_type, use_vmap=True)
                   for compute_type in ("float32", "int8", "int8_float32")]
     for _, result in configs:
@@ -258,6 +259,8 @@ def main():
       "ours_float32_over_ctranslate2_float32": round(
           speed(engine="t2t_lite", precision="none")
           / speed(engine="ctranslate2", compute_type="float32"), 3),
+      "compiled_matmuls_here": mixed_precision.compiled_matmuls(
+          "none", mixed_precision.Machine.this(), False)[0],
       "cpu_count": os.cpu_count(), "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

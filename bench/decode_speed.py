@@ -50,7 +50,7 @@ import t2t_lite  # noqa: E402
 from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
 from t2t_lite.decode import translation  # noqa: E402
 from t2t_lite.decode.beam_search import NEG_INF  # noqa: E402
-from t2t_lite.modeling import mixed_precision  # noqa: E402
+from t2t_lite.modeling import mixed_precision, quantization  # noqa: E402
 
 import auto_precision  # noqa: E402  (bench/, beside this file)
 
@@ -90,6 +90,16 @@ def decoder(model, xla):
   return lambda inputs: translator.decode_ids(inputs)["outputs"]
 
 
+def search_model(models, precision, xla):
+  """models[precision] as t2t-lite-decode searches with it on this machine, with or without
+  XLA: a copy whose weight matmuls are XLA programs of their own where
+  mixed_precision.compiled_matmuls says so."""
+  compiled, _ = mixed_precision.compiled_matmuls(precision, mixed_precision.Machine.this(), xla)
+  if not compiled or precision == "int8":
+    return models[precision]
+  return mixed_precision.inference_model(models["none"], precision, compiled_matmuls=True)
+
+
 def compile_config(model, batch, xla):
   """Traces / compiles one configuration and runs it once: -> (run(), its result dict)."""
   rng = np.random.default_rng(batch)
@@ -104,6 +114,7 @@ def compile_config(model, batch, xla):
   assert int(tf.reduce_min(ids)) > 1, "EOS is masked: every hypothesis runs to the maximum"
   return (lambda: decode(inputs).numpy()), {
       "precision": mixed_precision.of_model(model), "batch": batch, "xla": xla,
+      "compiled_matmuls": quantization.compiled_float(model),
       "first_call_seconds": round(first, 1), "times": [], "cpu_times": []}
 
 
@@ -139,8 +150,8 @@ def cpu_flags():
       flags = set(next(line for line in f if line.startswith("flags")).split())
   except (OSError, StopIteration):
     return None
-  return sorted(flags & {"avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
-                         "amx_tile", "avx512_fp16"})
+  return sorted(flags & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni",
+                         "amx_bf16", "amx_int8", "amx_tile", "avx512_fp16"})
 
 
 def main():
@@ -162,7 +173,7 @@ def main():
   for batch in (int(b) for b in args.batches.split(",")):
     for precision in precisions:
       for xla in (True, False):
-        run, result = compile_config(models[precision], batch, xla)
+        run, result = compile_config(search_model(models, precision, xla), batch, xla)
         configs.append((run, result))
         print(json.dumps(result), file=sys.stderr, flush=True)
   for _ in range(args.rounds):  # interleaved

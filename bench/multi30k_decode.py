@@ -6,7 +6,9 @@ speed side by side. ONE JSON line.
 
 A configuration is a compute precision (t2t_lite/modeling/mixed_precision.py), "+shortlist" for
 the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run directory the first
-time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla). Each is what t2t-lite-decode
+time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla), "+portable" for the model
+as an export has it (no kernels chosen for this machine: float32 without the compiled matmuls
+of mixed_precision.compiled_matmuls, where this machine would use them). Each is what t2t-lite-decode
 runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best model, its
 hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds interleaved
 after an untimed warm-up of 32 sentences each (with +xla and int8, of all 1,000: XLA compiles
@@ -25,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from t2t_lite.data import scoring  # noqa: E402
 from t2t_lite.decode import translation  # noqa: E402
+from t2t_lite.modeling import quantization  # noqa: E402
 
 
 def read_lines(raw_dir, lang):
@@ -55,9 +58,10 @@ def main():
     precision, *extras = config.split("+")
     translators[config] = translation.Translator.from_model_dir(
         args.model_dir, precision=precision, shortlist="shortlist" in extras,
-        jit_compile="xla" in extras)
+        jit_compile="xla" in extras, portable="portable" in extras)
     start = time.perf_counter()  # traced (and compiled) here, not timed
-    compiles = "xla" in extras or precision == "int8"  # int8: XLA-compiled matmuls
+    compiles = "xla" in extras or precision == "int8" or quantization.compiled_float(
+        translators[config].model)  # matmuls as XLA programs
     translators[config].translate(sources if compiles else sources[:32])
     compile_seconds[config] = round(time.perf_counter() - start, 2)
   load_before = os.getloadavg()[0]

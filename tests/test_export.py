@@ -23,6 +23,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 import t2t_lite
 from t2t_lite.decode import translation
 from t2t_lite.decode import export
+from t2t_lite.modeling import mixed_precision
 from t2t_lite.rundir import run_files
 from t2t_lite.bin import export as export_cli
 
@@ -140,9 +141,14 @@ def model_dir(make_random_model_dir):
 
 @pytest.fixture(scope="module")
 def export_dir(model_dir, tmp_path_factory):
+  """Exported as on a machine whose TensorFlow has no oneDNN, where decoding compiles its
+  float32 matmuls (mixed_precision.compiled_matmuls): not an export, whose graph is served
+  elsewhere (test_graph_holds_only_core_tensorflow_and_tf_text_ops: no XLA functions)."""
   export_dir = str(tmp_path_factory.mktemp("exports"))
-  code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
-                             "--extra_length", str(EXTRA_LENGTH)])
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(mixed_precision, "_onednn_on", lambda: False)
+    code, out, err = _run_cli(["--model_dir", model_dir, "--export_dir", export_dir,
+                               "--extra_length", str(EXTRA_LENGTH)])
   assert code == 0, err
   assert out.strip() == os.path.join(export_dir, "1")
   return export_dir
@@ -154,13 +160,13 @@ def _many_sentences(count=1000):
           for _ in range(count)]
 
 
-def _decode_cli(model_dir, lines, tmp_path, *flags):
+def _decode_cli(model_dir, lines, tmp_path, *flags, env=None):
   """t2t-lite-decode run as its own process on `lines` (bytes) -> its output lines."""
   (tmp_path / "decode_in.txt").write_bytes(b"".join(line + b"\n" for line in lines))
   run = subprocess.run(
       [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir, "--input_file",
        str(tmp_path / "decode_in.txt"), "--output_file", str(tmp_path / "decode_out.txt"),
-       "--no_progress", *flags], capture_output=True, text=True, check=False)
+       "--no_progress", *flags], capture_output=True, text=True, check=False, env=env)
   assert run.returncode == 0, run.stderr[-3000:]
   return (tmp_path / "decode_out.txt").read_text(encoding="utf-8").split("\n")[:-1]
 
@@ -188,9 +194,12 @@ def served(model_dir, export_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def decoded(model_dir, tmp_path_factory):
-  """What t2t-lite-decode (its own process) prints for the hostile batch, then the 1,000."""
+  """What t2t-lite-decode (its own process) prints for the hostile batch, then the 1,000, with
+  TensorFlow's oneDNN off (as on CPUs without AVX-512): its float32 matmuls compiled by XLA, the
+  export's not (export_dir)."""
   lines = _decode_cli(model_dir, REQUEST + _many_sentences(), tmp_path_factory.mktemp("decode"),
-                      "--extra_length", str(EXTRA_LENGTH))
+                      "--extra_length", str(EXTRA_LENGTH),
+                      env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0"))
   return {"hostile": lines[:len(REQUEST)], "many": lines[len(REQUEST):]}
 
 

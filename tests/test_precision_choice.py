@@ -16,6 +16,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 INTEL, AMD = "GenuineIntel", "AuthenticAMD"
 AMX = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"})
 AVX512_BF16 = frozenset({"avx512f", "avx512_bf16", "avx512_vnni"})
+AVX2 = frozenset({"avx2", "fma"})
 
 
 @pytest.mark.parametrize("machine, xla, expected", [
@@ -46,6 +47,19 @@ def test_auto_picks_by_the_table(machine, xla, expected):
 ])
 def test_training_compiles_with_xla_unless_bf16_runs_on_a_cpu(machine, precision, xla):
   assert mixed_precision.training_xla(precision, machine)[0] is xla
+
+
+@pytest.mark.parametrize("machine, precision, xla, compiled", [
+    (Machine(AMD, AVX2, onednn=False), "none", False, True),  # Eigen's matmul, not oneDNN's
+    (Machine(AMD, AVX2, onednn=False), "none", True, False),  # the whole search is XLA's
+    (Machine(AMD, AVX2, onednn=False), "bf16", False, False),
+    (Machine(AMD, AVX512_BF16), "none", False, False),  # oneDNN's matmul
+    (Machine(AMD, AVX2, ((8, 0),), onednn=False), "none", False, False),  # a GPU's
+    (Machine(AMD, AVX512_BF16), "int8", False, True),  # int8's are XLA programs everywhere
+])
+def test_decoding_compiles_its_float32_matmuls_where_tensorflow_has_no_onednn(
+    machine, precision, xla, compiled):
+  assert mixed_precision.compiled_matmuls(precision, machine, xla)[0] is compiled
 
 
 def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
@@ -106,21 +120,31 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
 def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_random_model_dir):
   model_dir = make_random_model_dir("auto", "a man rides horse the dog runs".split())
 
-  def decode(*extra, text="a man rides\nthe dog runs\n"):
+  def decode(*extra, text="a man rides\nthe dog runs\n", env=ENV):
     run = subprocess.run(
         [sys.executable, "-m", "t2t_lite.bin.decode", f"--model_dir={model_dir}",
          "--no_progress", "--extra_length=4", *extra],
-        input=text, env=ENV, capture_output=True, text=True, timeout=600)
+        input=text, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     info = [line for line in run.stderr.splitlines() if line.startswith("INFO decoding")]
     return run.stdout, info[0]
 
-  chosen, why = mixed_precision.resolve("auto", xla=False)
+  chosen, why, _ = mixed_precision.for_search("auto", xla=False)
   auto_out, auto_line = decode()
   assert auto_line.endswith(f"; precision {chosen} ({why})")
   given_out, given_line = decode(f"--precision={chosen}")
-  assert given_line.endswith(f"; precision {chosen} (asked for)")
+  given_why = mixed_precision.for_search(chosen, xla=False)[1]
+  assert given_line.endswith(f"; precision {chosen} ({given_why})")
+  assert given_why.startswith("asked for")
   assert auto_out == given_out and len(auto_out.splitlines()) == 2
+  # TensorFlow without oneDNN (its default on CPUs without AVX-512) and with it: float32's
+  # weight matmuls by XLA programs of their own only without, the same outputs.
+  off_out, off_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="0"))
+  on_out, on_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="1"))
+  assert off_line.endswith("; precision none (asked for; float32 matmuls by XLA: TensorFlow "
+                           "runs without oneDNN on this CPU)")
+  assert on_line.endswith("; precision none (asked for)")
+  assert off_out == on_out and len(off_out.splitlines()) == 2
   xla_chosen, xla_why = mixed_precision.resolve("auto", xla=True)
   # No lines: the choice is named all the same, without compiling a search for nothing.
   assert decode("--xla", text="")[1].endswith(f"; precision {xla_chosen} ({xla_why})")

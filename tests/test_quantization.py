@@ -47,7 +47,7 @@ def test_int8_model_keeps_the_float32_weights_and_decodes_close_to_them(norm_typ
   reference = tiny_model(overrides=f"norm_type={norm_type}")
   int8 = mixed_precision.inference_model(reference, "int8")
   assert mixed_precision.of_model(int8) == "int8" and mixed_precision.of_model(reference) == "none"
-  assert reference.embedding.int8 is None  # the caller's model is not changed
+  assert reference.embedding.compiled is None  # the caller's model is not changed
   for a, b in zip(int8.get_weights(), reference.get_weights()):  # the float32 weights, as read
     np.testing.assert_array_equal(a, b)
 
@@ -69,6 +69,38 @@ def test_int8_model_keeps_the_float32_weights_and_decodes_close_to_them(norm_typ
   settings = dict(beam_size=4, alpha=0.6, extra_length=6)
   beams, scores = search.beams(int8, features["inputs"], **settings)
   assert beams.shape[:2] == (3, 4) and np.isfinite(scores.numpy()).all()
+
+
+def test_float32_model_with_compiled_matmuls_computes_what_the_plain_one_does():
+  """What decoding runs where TensorFlow has no oneDNN (mixed_precision.compiled_matmuls): the
+  weight matmuls as XLA programs of their own, in float32; the product is the same up to the
+  order of the additions."""
+  reference = tiny_model()
+  compiled = mixed_precision.inference_model(reference, "none", compiled_matmuls=True)
+  assert quantization.compiled_float(compiled) and not quantization.quantized(compiled)
+  assert mixed_precision.of_model(compiled) == "none" and compiled is not reference
+  assert reference.embedding.compiled is None  # the caller's model is not changed
+  for a, b in zip(compiled.get_weights(), reference.get_weights()):
+    np.testing.assert_array_equal(a, b)
+  # Rows (3 x 7 and 3 x 5) that are not a multiple of the padding's 128.
+  features = {"inputs": random_ids([3, 7], seed=4), "targets": random_ids([3, 5], seed=5)}
+  np.testing.assert_allclose(compiled(features).numpy(), reference(features).numpy(),
+                             rtol=1e-5, atol=1e-5)
+
+  # A shortlist's columns (5: padded to 256 inside) give the full logits' columns.
+  encoded, mask = compiled.encode(features["inputs"])
+  cache = compiled.init_cache(encoded, mask)
+  ids = tf.constant([0, 1, 5, 9, 30], tf.int32)
+  start = tf.zeros([3], tf.int32)
+  full, _ = compiled.decode_step(start, 0, cache)
+  listed, _ = compiled.decode_step(start, 0, cache, output_rows=compiled.output_rows(ids))
+  np.testing.assert_allclose(listed.numpy(), tf.gather(full, ids, axis=1).numpy(), rtol=1e-6)
+
+  settings = dict(beam_size=4, alpha=0.6, extra_length=6)
+  ours, ours_scores = search.beams(compiled, features["inputs"], **settings)
+  plain, plain_scores = search.beams(reference, features["inputs"], **settings)
+  np.testing.assert_array_equal(ours.numpy(), plain.numpy())
+  np.testing.assert_allclose(ours_scores.numpy(), plain_scores.numpy(), rtol=1e-5)
 
 
 def test_decode_decodes_in_int8_as_translate_and_the_export_refuses_it(make_random_model_dir,

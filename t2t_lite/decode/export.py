@@ -239,7 +239,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
                       "--format=ctranslate2 --quantization=int8")
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
-      jit_compile=jit_compile, with_alignments=with_alignments, **settings)
+      jit_compile=jit_compile, with_alignments=with_alignments, portable=True, **settings)
   loaded = translator.loaded
   logger.info("exporting %s; %s", loaded.which(), loaded.computing())
   module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix,

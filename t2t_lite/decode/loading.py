@@ -54,20 +54,27 @@ class LoadedModel:
     return "precision {} ({})".format(*self.precision)
 
 
-def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla=False):
+def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla=False,
+         search=False):
   """Builds the model of model_dir/hparams.json, restores the checkpoint `checkpoint_path`
   names (see the module doc) and the vocabulary, and makes it a model for decoding in
   `precision` (mixed_precision.inference_model; "auto": the fastest on this machine for a
   search with or without `xla`). model_dir may be a list of run directories: their models
   decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
-  refused unless they share problem and vocabulary."""
-  precision = mixed_precision.resolve(precision, xla, inference=True)  # (name, why)
+  refused unless they share problem and vocabulary. With `search`, a model for searching on
+  this machine: its weight matmuls XLA programs of their own where that is faster here
+  (mixed_precision.for_search; not for a graph served elsewhere, nor for the weights alone).
+  """
+  if search:
+    *precision, compiled = mixed_precision.for_search(precision, xla)  # name, why; bool
+  else:
+    precision, compiled = mixed_precision.resolve(precision, xla, inference=True), False
   if isinstance(model_dir, (list, tuple)):
-    return _load_ensemble(list(model_dir), checkpoint_path, precision)
-  return _load_one(model_dir, checkpoint_path, precision)
+    return _load_ensemble(list(model_dir), checkpoint_path, tuple(precision), compiled)
+  return _load_one(model_dir, checkpoint_path, tuple(precision), compiled)
 
 
-def _load_one(model_dir, checkpoint_path, precision):
+def _load_one(model_dir, checkpoint_path, precision, compiled=False):
   saved = run_files.read_run(model_dir)
   hparams = saved.require_hparams()
   # The settings its data was prepared with: e.g. wsj_parsing's target_tags decide how its
@@ -78,7 +85,7 @@ def _load_one(model_dir, checkpoint_path, precision):
     model = build_model(hparams, tokenizer.vocab_size, spans=problem.span_vocabulary(model_dir)
                         if hparams.architecture == "span_parser" else None)
   checkpoint, why = _restore(model, model_dir, checkpoint_path)
-  model = mixed_precision.inference_model(model, precision[0])
+  model = mixed_precision.inference_model(model, precision[0], compiled)
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint],
                      [why], precision)
 
@@ -132,12 +139,13 @@ def _restore_exactly(model, prefix):
   return prefix
 
 
-def _load_ensemble(model_dirs, checkpoint_path, precision):
+def _load_ensemble(model_dirs, checkpoint_path, precision, compiled):
   if checkpoint_path not in (None, BEST, NEWEST):
     raise RunDirError(f"an ensemble takes each member's best model or newest checkpoint "
                       f"(--checkpoint_path={BEST} or {NEWEST}): give each member as a model_dir "
                       "of its own (e.g. an averaged one), not a --checkpoint_path")
-  members = [_load_one(directory, checkpoint_path, precision) for directory in model_dirs]
+  members = [_load_one(directory, checkpoint_path, precision, compiled)
+             for directory in model_dirs]
   first = members[0]
   vocabulary = data_files.vocab_checksum(model_dirs[0])
   for directory, member in zip(model_dirs[1:], members[1:]):

@@ -112,16 +112,19 @@ class Translator(line_batches.LineDecoding, tf.Module):
         tf.TensorSpec([None], tf.string, name="targets")])
 
   @classmethod
-  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto", **kwargs):
+  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto", portable=False,
+                     **kwargs):
     """The model of model_dir (or an ensemble: a list of model_dirs) from the checkpoint
     `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
     loading.py; `self.loaded.which()` says which and why), computing in `precision`
     (mixed_precision.py; "auto" chooses for this machine and jit_compile, and
     `self.loaded.computing()` says what and why); decoding settings left None resolved by
     DecodeSettings.resolve; the problem's constraint and output form; with the setting
-    `shortlist`, the run's table (shortlist.for_run: read, or built and kept)."""
+    `shortlist`, the run's table (shortlist.for_run: read, or built and kept). `portable`: for
+    a graph that runs on another machine (an export), so not shaped by this one's kernels
+    (loading's `search`)."""
     loaded = loading.load(model_dir, checkpoint_path, precision,
-                          kwargs.get("jit_compile", False))
+                          kwargs.get("jit_compile", False), search=not portable)
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
     settings = DecodeSettings.resolve(
         loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})

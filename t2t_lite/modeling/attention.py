@@ -70,7 +70,7 @@ class Projection(keras.layers.Layer):
     super().__init__(**kwargs)
     self.kernel_shape, self.bias_shape = tuple(kernel_shape), tuple(bias_shape)
     self.input_axes = input_axes
-    self.int8 = None  # an int8 model's quantization.Int8Kernel of the kernel
+    self.compiled = None  # a decoding model's kernel as quantization.matmul multiplies it
     self.kernel_initializer = keras.initializers.GlorotUniform(
         input_axes=list(range(input_axes)),
         output_axes=list(range(input_axes, len(self.kernel_shape))))
@@ -144,11 +144,12 @@ class MultiHeadAttention(keras.layers.Layer):
     flat = quantization.linear(flat, [self.output_dense])  # [B*T, D]
     return tf.reshape(flat, tf.concat([tf.shape(context)[:2], [self.output_depth]], 0))
 
-  def quantize_int8(self):
-    """int8 decoding (quantization.py): W^Q, W^K, W^V and W^O multiply in int8."""
+  def compile_kernels(self, int8):
+    """For decoding (quantization.py): W^Q, W^K, W^V and W^O multiply by XLA programs of their
+    own, in int8 when `int8`."""
     for layer in (self.query_dense, self.key_dense, self.value_dense):
-      quantization.quantize_layer(layer)
-    quantization.quantize_layer(self.output_dense, input_axes=2)
+      quantization.compile_layer(layer, int8)
+    quantization.compile_layer(self.output_dense, int8, input_axes=2)
 
   def project_memory(self, memory):
     """[B, S, D] -> keys [B, S, H, K], values [B, S, H, V]."""

@@ -41,7 +41,7 @@ class SharedEmbedding(keras.layers.Layer):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.d_model = d_model
-    self.int8 = None  # an int8 model's quantization.Int8Kernel of the pre-softmax [D, V]
+    self.compiled = None  # a decoding model's pre-softmax [D, V] as quantization.matmul's
 
   def build(self, input_shape=None):
     self.embeddings = self.add_weight(
@@ -53,17 +53,19 @@ class SharedEmbedding(keras.layers.Layer):
     x = tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)  # not the whole table
     return x * tf.cast(math.sqrt(self.d_model), x.dtype)
 
-  def quantize_int8(self):
-    """int8 decoding (quantization.py): the pre-softmax projection multiplies in int8, one scale
-    per vocabulary row; the lookups keep reading the float32 table."""
-    self.int8 = quantization.quantize_kernel(tf.transpose(self.embeddings))  # [D, V]
+  def compile_kernels(self, int8):
+    """For decoding (quantization.py): the pre-softmax projection multiplies by an XLA program
+    of its own, with a copy of the matrix transposed (in int8 when `int8`, one scale per
+    vocabulary row); the lookups keep reading the float32 table."""
+    self.compiled = quantization.compiled_kernel(tf.transpose(self.embeddings), int8)  # [D, V]
 
   def output_rows(self, ids):
     """The pre-softmax matrix's rows of a shortlist, ids int32 [V'] -> [V', D] in the compute
-    dtype (of an int8 model: their Int8Kernel [D, V']): gathered once per batch, for
-    `logits(x, rows)` at every decoding step."""
-    if self.int8 is not None:
-      return self.int8.columns(ids)
+    dtype (of a model with compiled kernels: their columns of that [D, V'], as
+    quantization.matmul multiplies them): gathered once per batch, for `logits(x, rows)` at
+    every decoding step."""
+    if self.compiled is not None:
+      return self.compiled.columns(ids)
     return tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)
 
   def logits(self, x, rows=None):
@@ -72,9 +74,9 @@ class SharedEmbedding(keras.layers.Layer):
     # A flat [B*T, D] x [D, V] matmul: the matrix gradient is then one matmul, where einsum's
     # "btv,btd->vd" made XLA transpose the whole [B, T, V] gradient first (seconds on CPU).
     flat = tf.reshape(tf.cast(x, self.compute_dtype), [-1, self.d_model])  # [B*T, D]
-    if self.int8 is not None:
-      kernel = self.int8 if rows is None else rows  # Int8Kernel [D, V or V']
-      logits, size = quantization.matmul(flat, kernel), tf.shape(kernel.scales)
+    if self.compiled is not None:
+      kernel = self.compiled if rows is None else rows  # [D, V or V'] (quantization.py)
+      logits, size = quantization.matmul(flat, kernel), tf.shape(kernel.values)[1:]
     else:
       matrix = self.embeddings if rows is None else rows  # [V, D]
       logits = tf.matmul(flat, tf.cast(matrix, flat.dtype), transpose_b=True)  # [B*T, V]

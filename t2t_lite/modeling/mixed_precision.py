@@ -9,6 +9,9 @@
   int8  decoding only: a float32 model whose matmuls with a weight run in int8 (quantization.py:
         weights per output unit, activations per row), where the CPU has VNNI or AMX-INT8.
 
+A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
+their own (`compiled_matmuls`: where TensorFlow runs without oneDNN), with the same precision.
+
   auto  the fastest of these for our model on this machine (`choose`), the default of training,
         decode, export and `translate()`; the tools print what it chose and why.
 
@@ -56,20 +59,21 @@ def building(precision, inference=False):
     keras.mixed_precision.set_global_policy(policy)
 
 
-def inference_model(model, precision):
+def inference_model(model, precision, compiled_matmuls=False):
   """A Transformer for decoding in `precision` with the weights of `model` (float32), built in
   INFERENCE_POLICIES' dtypes (int8: a float32 model quantized, quantization.py). Returns `model`
-  itself for float32."""
+  itself for float32, unless `compiled_matmuls` (quantization.py: a float32 copy whose weight
+  matmuls are XLA programs of their own)."""
   # Here: the flags import this module without TensorFlow.
   from t2t_lite.modeling import architectures
-  if precision == "none":
+  if precision == "none" and not compiled_matmuls:
     return model
   with building(precision, inference=True):
     converted = architectures.build_model(model.hparams, model.vocab_size,
                                           spans=architectures.spans_of(model))
   converted.set_weights(model.get_weights())  # cast to the new weights' dtypes
-  if precision == "int8":
-    converted.quantize_int8()
+  if precision == "int8" or compiled_matmuls:
+    converted.compile_kernels(int8=precision == "int8")
   return converted
 
 
@@ -90,6 +94,7 @@ class Machine:
   cpu_flags: frozenset = frozenset()
   gpu_capabilities: tuple = ()  # (major, minor) compute capability of each GPU
   tpu: bool = False
+  onednn: bool = True  # whether TensorFlow's CPU kernels are oneDNN's (else Eigen's)
 
   @classmethod
   def this(cls, tpu=False):
@@ -105,7 +110,7 @@ class Machine:
     capabilities = tuple(
         tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
         for gpu in tf.config.list_physical_devices("GPU"))
-    return cls(vendor, cpu_flags, capabilities, tpu)
+    return cls(vendor, cpu_flags, capabilities, tpu, _onednn_on())
 
 
 def choose(machine, xla):
@@ -140,6 +145,32 @@ def choose(machine, xla):
   return "none", "this CPU has no bfloat16 instructions"
 
 
+def _onednn_on():
+  """Whether this TensorFlow runs its CPU ops with oneDNN: by default only where the CPU has
+  AVX-512 (VNNI, bf16) or AMX, or with TF_ENABLE_ONEDNN_OPTS=1. No public API says it."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    return True  # the behaviour of every machine measured before the check existed
+
+
+def compiled_matmuls(precision, machine, xla):
+  """Whether a model decoding in `precision` (a name, not auto) on `machine`, with or without
+  XLA for the whole search, multiplies its weights by XLA programs of their own
+  (quantization.py) -> (yes, why). int8 always does. Otherwise only float32 without XLA on a
+  CPU where TensorFlow runs without oneDNN: its float32 matmul is then Eigen's, much slower
+  there than XLA's dot, where oneDNN's came close to it; the rest of the search stays
+  TensorFlow ops, so that no batch shape compiles more than its matmuls
+  (docs/benchmarks.md: bench/ctranslate2_decode.py on each CPU kind)."""
+  if precision == "int8":
+    return True, "int8 matmuls are XLA programs"
+  if (precision == "none" and not xla and not machine.onednn and not machine.tpu
+      and not machine.gpu_capabilities):
+    return True, "float32 matmuls by XLA: TensorFlow runs without oneDNN on this CPU"
+  return False, ""
+
+
 def training_xla(precision, machine):
   """Whether to compile the training step in `precision` (a name, not auto) with XLA on
   `machine` when --xla is not given -> (xla, why): yes, but for bfloat16 on a CPU. XLA's CPU
@@ -149,6 +180,15 @@ def training_xla(precision, machine):
   if precision == "bf16" and not machine.gpu_capabilities and not machine.tpu:
     return False, "the default for bf16 on a CPU: XLA does not call oneDNN's bfloat16 kernels"
   return True, "the default"
+
+
+def for_search(precision, xla):
+  """A decoding model's precision (`precision` resolved for inference: `resolve`) and whether
+  its weight matmuls are compiled (`compiled_matmuls`) on this machine -> (name, why,
+  compiled), `why` naming both."""
+  name, why = resolve(precision, xla, inference=True)
+  compiled, how = compiled_matmuls(name, Machine.this(), xla)
+  return name, f"{why}; {how}" if compiled and name != "int8" else why, compiled
 
 
 def resolve(precision, xla, tpu=False, inference=False):

@@ -1,16 +1,21 @@
-"""int8 decoding: every matmul with a weight as int8 x int8 -> int32, rescaled to float32.
+"""Weight matmuls for decoding as XLA programs of their own: int8 decoding, and float32 where
+TensorFlow's own matmul kernel is the slower one (mixed_precision.compiled_matmuls).
 
-Dynamic quantization, as CTranslate2's int8 and Keras' int8 layers do it: each kernel [K, N] is
-quantized once, per output column (scale = the column's largest |weight| / 127), when the model
-for decoding is made (mixed_precision.inference_model); the activations [M, K] are quantized
-per row at every call. Everything else (attention between positions, LayerNorm, softmax, the
-residual stream, logits, beam scores) stays float32, so only the weights' products are rounded.
+int8: dynamic quantization, as CTranslate2's int8 and Keras' int8 layers do it. Each kernel
+[K, N] is quantized once, per output column (scale = the column's largest |weight| / 127), when
+the model for decoding is made (mixed_precision.inference_model); the activations [M, K] are
+quantized per row at every call. Everything else (attention between positions, LayerNorm,
+softmax, the residual stream, logits, beam scores) stays float32, so only the weights' products
+are rounded.
 
-Why each quantized matmul is its own XLA cluster (a jit_compile function), called from a search
+Why each such matmul is its own XLA cluster (a jit_compile function), called from a search
 that otherwise runs as TensorFlow ops: TensorFlow's kernel for int8 operands (BatchMatMulV3) is
 Eigen's generic one, many times slower than float32's oneDNN kernel, while XLA's CPU compiler
 emits int8 dot products (VNNI, AMX-INT8); and the rest of the step is faster as oneDNN ops than
 compiled by XLA on a CPU (docs/benchmarks.md: bench/matmul_precisions.py, multi30k_decode.py).
+Where TensorFlow runs without oneDNN (CPUs without AVX-512), its float32 matmul is Eigen's too,
+and XLA's float32 dot is the faster one: a float32 model for decoding there multiplies its
+weights the same way, in float32 (`FloatKernel`).
 """
 from typing import Any, NamedTuple
 
@@ -36,6 +41,15 @@ class Int8Kernel(NamedTuple):
     return Int8Kernel(tf.gather(self.values, ids, axis=1), tf.gather(self.scales, ids))
 
 
+class FloatKernel(NamedTuple):
+  """A kernel of shape [*in, *out] multiplied in float by an XLA program of its own."""
+  values: Any
+
+  def columns(self, ids):
+    """Of a kernel [K, N], the columns `ids` int32 [N'] only -> values [K, N']."""
+    return FloatKernel(tf.gather(self.values, ids, axis=1))
+
+
 def quantize_kernel(kernel, input_axes=1):
   """float [*in, *out] (its first `input_axes` axes meet the input) -> Int8Kernel, each output
   unit scaled by its own largest |weight|."""
@@ -46,22 +60,39 @@ def quantize_kernel(kernel, input_axes=1):
   return Int8Kernel(tf.cast(values, tf.int8), scales)
 
 
+def compiled_kernel(kernel, int8, input_axes=1):
+  """A kernel [*in, *out] as one `matmul` multiplies: an Int8Kernel when `int8`, else a
+  FloatKernel of the same values."""
+  return quantize_kernel(kernel, input_axes) if int8 else FloatKernel(kernel)
+
+
 def quantized(model):
   """Whether `model` (a Transformer) decodes in int8: its pre-softmax matrix has an int8 copy."""
-  return getattr(getattr(model, "embedding", None), "int8", None) is not None
+  return isinstance(_pre_softmax(model), Int8Kernel)
 
 
-def quantize_layer(layer, input_axes=1):
-  """Gives `layer` (anything with a float `kernel`) an int8 copy of it, `layer.int8`, which
-  `linear` then multiplies with. The float kernel stays."""
-  layer.int8 = quantize_kernel(layer.kernel, input_axes)
+def compiled_float(model):
+  """Whether `model` (a Transformer) multiplies its float weights by XLA programs of their own."""
+  return isinstance(_pre_softmax(model), FloatKernel)
+
+
+def _pre_softmax(model):
+  return getattr(getattr(model, "embedding", None), "compiled", None)
+
+
+def compile_layer(layer, int8, input_axes=1):
+  """Gives `layer` (anything with a float `kernel`) `layer.compiled`, its kernel as `matmul`
+  multiplies it (compiled_kernel), which `linear` then uses. The float kernel stays."""
+  # Set past Keras' tracking, which would wrap a FloatKernel of the layer's own variable in a
+  # tracking tuple (no longer a FloatKernel); it is for decoding only, never saved.
+  object.__setattr__(layer, "compiled", compiled_kernel(layer.kernel, int8, input_axes))
 
 
 def linear(flat, layers):
   """flat [M, fan_in] times the kernels of `layers` joined on their last axis, plus their joined
-  biases -> [M, fan_out] in flat's dtype: in int8 where the layers were quantized."""
-  if getattr(layers[0], "int8", None) is not None:
-    kernel = _concat([layer.int8 for layer in layers])
+  biases -> [M, fan_out] in flat's dtype: by `matmul` where the layers were compiled."""
+  if getattr(layers[0], "compiled", None) is not None:
+    kernel = _concat([layer.compiled for layer in layers])
     product = tf.cast(matmul(flat, kernel), flat.dtype)
   else:
     kernel = tf.concat([tf.cast(layer.kernel, flat.dtype) for layer in layers], axis=-1)
@@ -73,11 +104,11 @@ def linear(flat, layers):
 
 
 def _concat(kernels):
-  """Int8Kernels joined on their last axis: exact, as every output unit keeps its scale."""
+  """Kernels of one kind joined on their last axis (every field: an int8 kernel's output units
+  keep their scales)."""
   if len(kernels) == 1:
     return kernels[0]
-  return Int8Kernel(tf.concat([k.values for k in kernels], axis=-1),
-                    tf.concat([k.scales for k in kernels], axis=-1))
+  return type(kernels[0])(*[tf.concat(fields, axis=-1) for fields in zip(*kernels)])
 
 
 @tf.function(jit_compile=True)
@@ -90,14 +121,25 @@ def _int8_matmul(x, values, scales):
   return tf.cast(product, tf.float32) * x_scales * scales
 
 
+@tf.function(jit_compile=True)
+def _float_matmul(x, values):
+  """x [M, K], values [K, N] of x's dtype -> [M, N]."""
+  return tf.matmul(x, values)
+
+
 def matmul(x, kernel):
-  """x [M, K] (any float dtype) times an Int8Kernel of K inputs -> float32 [M, N], N its outputs
-  flattened."""
+  """x [M, K] (any float dtype) times an Int8Kernel or a FloatKernel of K inputs -> [M, N], N
+  its outputs flattened: float32 of an Int8Kernel, x's dtype of a FloatKernel."""
   values = tf.reshape(kernel.values, [x.shape[-1], -1])  # [K, N]
-  scales = tf.reshape(kernel.scales, [-1])  # [N]
   rows, columns = tf.shape(x)[0], tf.shape(values)[1]
-  x = tf.pad(tf.cast(x, tf.float32), [[0, -rows % _ROWS], [0, 0]])  # zero rows: zero outputs
-  if values.shape[1] is None:
+  unknown = values.shape[1] is None  # a shortlist's columns: padded, see _COLUMNS
+  if unknown:
     values = tf.pad(values, [[0, 0], [0, -columns % _COLUMNS]])
+  if isinstance(kernel, FloatKernel):
+    x = tf.pad(x, [[0, -rows % _ROWS], [0, 0]])  # zero rows: zero outputs
+    return _float_matmul(x, tf.cast(values, x.dtype))[:rows, :columns]  # [M, N]
+  scales = tf.reshape(kernel.scales, [-1])  # [N]
+  if unknown:
     scales = tf.pad(scales, [[0, -columns % _COLUMNS]], constant_values=1.0)
+  x = tf.pad(tf.cast(x, tf.float32), [[0, -rows % _ROWS], [0, 0]])
   return _int8_matmul(x, values, scales)[:rows, :columns]  # [M, N]

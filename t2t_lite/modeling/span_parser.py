@@ -161,7 +161,13 @@ class SpanParser(keras.Model):
     tag_logits = tf.gather(tf.cast(self.tag_output(words), tf.float32), tag_ids, axis=-1)
     return log_probs, tf.gather(tag_ids, tf.argmax(tag_logits, axis=-1, output_type=tf.int32))
 
-  def quantize_int8(self):
+  def compile_kernels(self, int8):
+    """For decoding in float (quantization.py): the encoder's kernels multiply by XLA programs
+    of their own. int8 is refused."""
+    if not int8:
+      for i in range(self.hparams.num_layers):
+        getattr(self, f"encoder_{i}").compile_kernels(int8)
+      return
     raise T2TLiteError("precision int8 quantizes the Transformer's decoding step "
                        "(quantization.py); decode a span parser in float32 or bf16")
 

@@ -39,10 +39,11 @@ class FeedForward(keras.layers.Layer):
     hidden = self.dropout(hidden, training=training)
     return tf.reshape(quantization.linear(hidden, [self.outer]), tf.shape(x))  # [B, T, D]
 
-  def quantize_int8(self):
-    """int8 decoding (quantization.py): W1 and W2 multiply in int8."""
-    quantization.quantize_layer(self.inner)
-    quantization.quantize_layer(self.outer)
+  def compile_kernels(self, int8):
+    """For decoding (quantization.py): W1 and W2 multiply by XLA programs of their own, in int8
+    when `int8`."""
+    quantization.compile_layer(self.inner, int8)
+    quantization.compile_layer(self.outer, int8)
 
   def get_config(self):
     config = super().get_config()
@@ -99,11 +100,11 @@ class _Block(keras.layers.Layer):
     y, *extra = fn(x)
     return norm(residual(y)), extra
 
-  def quantize_int8(self):
-    """int8 decoding (quantization.py): the kernels of every sublayer."""
+  def compile_kernels(self, int8):
+    """For decoding (quantization.py): the kernels of every sublayer."""
     for name in ("self_attention", "cross_attention", "ffn"):
       if hasattr(self, name):
-        getattr(self, name).quantize_int8()
+        getattr(self, name).compile_kernels(int8)
 
   def get_config(self):
     config = super().get_config()
@@ -340,13 +341,14 @@ class Transformer(keras.Model):
       cache.update(encoder_output=encoder_output, words_placed=tf.zeros([batch], tf.int32))
     return cache
 
-  def quantize_int8(self):
-    """Makes this float32 model decode in int8 (quantization.py; mixed_precision.inference_model
-    calls it): an int8 copy of every kernel and of the pre-softmax matrix beside the float32
-    weights. For decoding only: nothing trains the copies."""
-    self.embedding.quantize_int8()
+  def compile_kernels(self, int8):
+    """Makes this model's weight matmuls, for decoding, XLA programs of their own
+    (quantization.py; mixed_precision.inference_model calls it): with `int8`, in int8 (an int8
+    copy of every kernel and of the pre-softmax matrix beside the float32 weights), else in the
+    model's float dtype. For decoding only: nothing trains the copies."""
+    self.embedding.compile_kernels(int8)
     for layer in self.encoder_layers + self.decoder_layers:
-      layer.quantize_int8()
+      layer.compile_kernels(int8)
 
   def output_rows(self, ids):
     """The pre-softmax rows of a shortlist ids int32 [V'], for decode_step (shortlist.py)."""
