@@ -60,8 +60,9 @@ def main():
         args.model_dir, precision=precision, shortlist="shortlist" in extras,
         jit_compile="xla" in extras, portable="portable" in extras)
     start = time.perf_counter()  # traced (and compiled) here, not timed
-    compiles = "xla" in extras or precision == "int8" or quantization.compiled_float(
-        translators[config].model)  # matmuls as XLA programs
+    embedding = getattr(translators[config].model, "embedding", None)  # not an Ensemble's
+    compiles = "xla" in extras or precision == "int8" or isinstance(  # matmuls as XLA programs
+        getattr(embedding, "compiled", None), quantization.FloatKernel)
     translators[config].translate(sources if compiles else sources[:32])
     compile_seconds[config] = round(time.perf_counter() - start, 2)
   load_before = os.getloadavg()[0]

@@ -77,7 +77,8 @@ def test_float32_model_with_compiled_matmuls_computes_what_the_plain_one_does():
   order of the additions."""
   reference = tiny_model()
   compiled = mixed_precision.inference_model(reference, "none", compiled_matmuls=True)
-  assert quantization.compiled_float(compiled) and not quantization.quantized(compiled)
+  assert isinstance(compiled.embedding.compiled, quantization.FloatKernel)
+  assert not quantization.quantized(compiled)
   assert mixed_precision.of_model(compiled) == "none" and compiled is not reference
   assert reference.embedding.compiled is None  # the caller's model is not changed
   for a, b in zip(compiled.get_weights(), reference.get_weights()):

@@ -9,11 +9,11 @@
   int8  decoding only: a float32 model whose matmuls with a weight run in int8 (quantization.py:
         weights per output unit, activations per row), where the CPU has VNNI or AMX-INT8.
 
-A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
-their own (`compiled_matmuls`: where TensorFlow runs without oneDNN), with the same precision.
-
   auto  the fastest of these for our model on this machine (`choose`), the default of training,
         decode, export and `translate()`; the tools print what it chose and why.
+
+A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
+their own (`compiled_matmuls`: where TensorFlow runs without oneDNN), with the same precision.
 
 Training (--mixed_precision) and inference (--precision of decode, export, attention and
 `translate()`) take the same names. Checkpoints hold float32 weights in every precision, so a
@@ -160,9 +160,9 @@ def compiled_matmuls(precision, machine, xla):
   XLA for the whole search, multiplies its weights by XLA programs of their own
   (quantization.py) -> (yes, why). int8 always does. Otherwise only float32 without XLA on a
   CPU where TensorFlow runs without oneDNN: its float32 matmul is then Eigen's, much slower
-  there than XLA's dot, where oneDNN's came close to it; the rest of the search stays
-  TensorFlow ops, so that no batch shape compiles more than its matmuls
-  (docs/benchmarks.md: bench/ctranslate2_decode.py on each CPU kind)."""
+  there than XLA's dot, while with oneDNN the search without XLA came within about 10% of the
+  XLA-compiled one. The rest of the search stays TensorFlow ops, so that no batch shape
+  compiles more than its matmuls (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
   if precision == "int8":
     return True, "int8 matmuls are XLA programs"
   if (precision == "none" and not xla and not machine.onednn and not machine.tpu

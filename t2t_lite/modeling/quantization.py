@@ -24,8 +24,10 @@ import tensorflow as tf
 _LEVELS = 127.0  # symmetric int8: -127 .. 127, no zero point
 # XLA compiles a program for every operand shape: rows (batch x length) and columns of a size
 # unknown when traced (a shortlist's) are padded to multiples of these, so that a decode of
-# sentences of every length compiles a few dozen matmuls, not one for every batch. A kernel of
-# known size is not padded: it would be copied at every call for nothing.
+# sentences of every length compiles a few dozen matmuls, not one for every batch. Fewer rows
+# than _ROWS are padded to a power of two only: a search of one sentence (4 rows) would
+# otherwise multiply 128. A kernel of known size is not padded: it would be copied at every
+# call for nothing.
 _ROWS, _COLUMNS = 128, 256
 
 
@@ -68,16 +70,8 @@ def compiled_kernel(kernel, int8, input_axes=1):
 
 def quantized(model):
   """Whether `model` (a Transformer) decodes in int8: its pre-softmax matrix has an int8 copy."""
-  return isinstance(_pre_softmax(model), Int8Kernel)
-
-
-def compiled_float(model):
-  """Whether `model` (a Transformer) multiplies its float weights by XLA programs of their own."""
-  return isinstance(_pre_softmax(model), FloatKernel)
-
-
-def _pre_softmax(model):
-  return getattr(getattr(model, "embedding", None), "compiled", None)
+  compiled = getattr(getattr(model, "embedding", None), "compiled", None)
+  return isinstance(compiled, Int8Kernel)
 
 
 def compile_layer(layer, int8, input_axes=1):
@@ -135,11 +129,18 @@ def matmul(x, kernel):
   unknown = values.shape[1] is None  # a shortlist's columns: padded, see _COLUMNS
   if unknown:
     values = tf.pad(values, [[0, 0], [0, -columns % _COLUMNS]])
+  padded = [[0, _padded_rows(rows) - rows], [0, 0]]  # zero rows: zero outputs
   if isinstance(kernel, FloatKernel):
-    x = tf.pad(x, [[0, -rows % _ROWS], [0, 0]])  # zero rows: zero outputs
-    return _float_matmul(x, tf.cast(values, x.dtype))[:rows, :columns]  # [M, N]
+    return _float_matmul(tf.pad(x, padded), tf.cast(values, x.dtype))[:rows, :columns]  # [M, N]
   scales = tf.reshape(kernel.scales, [-1])  # [N]
   if unknown:
     scales = tf.pad(scales, [[0, -columns % _COLUMNS]], constant_values=1.0)
-  x = tf.pad(tf.cast(x, tf.float32), [[0, -rows % _ROWS], [0, 0]])
+  x = tf.pad(tf.cast(x, tf.float32), padded)
   return _int8_matmul(x, values, scales)[:rows, :columns]  # [M, N]
+
+
+def _padded_rows(rows):
+  """rows int32 -> up to _ROWS: the next power of two; more: the next multiple of _ROWS."""
+  powers = tf.constant([2 ** i for i in range(_ROWS.bit_length())])  # 1, 2, 4, ..., _ROWS
+  smallest = tf.reduce_min(tf.where(powers >= rows, powers, _ROWS))
+  return tf.where(rows <= _ROWS, smallest, rows + -rows % _ROWS)
