@@ -195,8 +195,8 @@ def served(model_dir, export_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def decoded(model_dir, tmp_path_factory):
   """What t2t-lite-decode (its own process) prints for the hostile batch, then the 1,000, with
-  TensorFlow's oneDNN off (as on CPUs without AVX-512): its float32 matmuls compiled by XLA, the
-  export's not (export_dir)."""
+  TensorFlow's oneDNN off (its default on CPUs without AVX-512 VNNI, bf16 or AMX): its float32
+  matmuls compiled by XLA, the export's not (export_dir)."""
   lines = _decode_cli(model_dir, REQUEST + _many_sentences(), tmp_path_factory.mktemp("decode"),
                       "--extra_length", str(EXTRA_LENGTH),
                       env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0"))

@@ -137,8 +137,8 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
   assert given_line.endswith(f"; precision {chosen} ({given_why})")
   assert given_why.startswith("asked for")
   assert auto_out == given_out and len(auto_out.splitlines()) == 2
-  # TensorFlow without oneDNN (its default on CPUs without AVX-512) and with it: float32's
-  # weight matmuls by XLA programs of their own only without, the same outputs.
+  # TensorFlow without oneDNN (its default without AVX-512 VNNI, bf16 or AMX) and with it:
+  # float32's weight matmuls by XLA programs of their own only without, the same outputs.
   off_out, off_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="0"))
   on_out, on_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="1"))
   assert off_line.endswith("; precision none (asked for; float32 matmuls by XLA: TensorFlow "

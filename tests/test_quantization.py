@@ -58,17 +58,23 @@ def test_int8_model_keeps_the_float32_weights_and_decodes_close_to_them(norm_typ
   assert (rounded.argmax(-1) == exact.argmax(-1)).mean() >= 0.9
 
   # A shortlist's rows of the int8 pre-softmax matrix give the full logits' columns.
-  encoded, mask = int8.encode(features["inputs"])
-  cache = int8.init_cache(encoded, mask)
-  ids = tf.constant([0, 1, 5, 9, 30], tf.int32)
-  start = tf.zeros([3], tf.int32)
-  full, _ = int8.decode_step(start, 0, cache)
-  listed, _ = int8.decode_step(start, 0, cache, output_rows=int8.output_rows(ids))
-  np.testing.assert_allclose(listed.numpy(), tf.gather(full, ids, axis=1).numpy(), rtol=1e-6)
+  _assert_shortlist_gives_the_full_logits_columns(int8, features["inputs"])
 
   settings = dict(beam_size=4, alpha=0.6, extra_length=6)
   beams, scores = search.beams(int8, features["inputs"], **settings)
   assert beams.shape[:2] == (3, 4) and np.isfinite(scores.numpy()).all()
+
+
+def _assert_shortlist_gives_the_full_logits_columns(model, inputs):
+  """A first decoding step over the shortlist [0, 1, 5, 9, 30] gives those columns of the full
+  step's logits."""
+  encoded, mask = model.encode(inputs)
+  cache = model.init_cache(encoded, mask)
+  ids = tf.constant([0, 1, 5, 9, 30], tf.int32)
+  start = tf.zeros([len(inputs)], tf.int32)
+  full, _ = model.decode_step(start, 0, cache)
+  listed, _ = model.decode_step(start, 0, cache, output_rows=model.output_rows(ids))
+  np.testing.assert_allclose(listed.numpy(), tf.gather(full, ids, axis=1).numpy(), rtol=1e-6)
 
 
 def test_float32_model_with_compiled_matmuls_computes_what_the_plain_one_does():
@@ -89,13 +95,7 @@ def test_float32_model_with_compiled_matmuls_computes_what_the_plain_one_does():
                              rtol=1e-5, atol=1e-5)
 
   # A shortlist's columns (5: padded to 256 inside) give the full logits' columns.
-  encoded, mask = compiled.encode(features["inputs"])
-  cache = compiled.init_cache(encoded, mask)
-  ids = tf.constant([0, 1, 5, 9, 30], tf.int32)
-  start = tf.zeros([3], tf.int32)
-  full, _ = compiled.decode_step(start, 0, cache)
-  listed, _ = compiled.decode_step(start, 0, cache, output_rows=compiled.output_rows(ids))
-  np.testing.assert_allclose(listed.numpy(), tf.gather(full, ids, axis=1).numpy(), rtol=1e-6)
+  _assert_shortlist_gives_the_full_logits_columns(compiled, features["inputs"])
 
   settings = dict(beam_size=4, alpha=0.6, extra_length=6)
   ours, ours_scores = search.beams(compiled, features["inputs"], **settings)

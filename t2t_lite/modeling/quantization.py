@@ -13,9 +13,9 @@ that otherwise runs as TensorFlow ops: TensorFlow's kernel for int8 operands (Ba
 Eigen's generic one, many times slower than float32's oneDNN kernel, while XLA's CPU compiler
 emits int8 dot products (VNNI, AMX-INT8); and the rest of the step is faster as oneDNN ops than
 compiled by XLA on a CPU (docs/benchmarks.md: bench/matmul_precisions.py, multi30k_decode.py).
-Where TensorFlow runs without oneDNN (CPUs without AVX-512), its float32 matmul is Eigen's too,
-and XLA's float32 dot is the faster one: a float32 model for decoding there multiplies its
-weights the same way, in float32 (`FloatKernel`).
+Where TensorFlow runs without oneDNN (by default, CPUs without AVX-512 VNNI, bf16 or AMX), its
+float32 matmul is Eigen's too, and XLA's float32 dot is the faster one: a float32 model for
+decoding there multiplies its weights the same way, in float32 (`FloatKernel`).
 """
 from typing import Any, NamedTuple
 
