@@ -16,6 +16,7 @@ import tensorflow as tf
 import t2t_lite
 from t2t_lite.train import averaging
 from t2t_lite.decode import forced_decoding, search, translation
+from t2t_lite.modeling import mixed_precision
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
@@ -284,7 +285,9 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
           precision="none")[0]
     return translated[checkpoint_path]
 
-  how = "beam 3, alpha 0, max output = input + 10; precision none (asked for)"
+  settings = "beam 3, alpha 0, max output = input + 10; precision none"
+  # Without --xla, "asked for" and, where TensorFlow has no oneDNN, the compiled matmuls.
+  how = f"{settings} ({mixed_precision.for_search('none', xla=False)[1]})"
   best, newest = (os.path.join(run_with_best, name) for name in ("best/ckpt-10", "ckpt-20"))
   outputs, first = decode()
   assert first == (f"INFO decoding 4 lines with {best} (the run's best dev_accuracy, 75.0 at "
@@ -292,7 +295,8 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
   assert outputs == expected(best) == expected(None)
   # --xla (fixed-size key/value buffers) answers what the default search answers.
   outputs, first = decode("--checkpoint_path=newest", "--xla")
-  assert first == f"INFO decoding 4 lines with {newest} (its newest checkpoint that reads); {how}"
+  assert first == (f"INFO decoding 4 lines with {newest} (its newest checkpoint that reads); "
+                   f"{settings} (asked for)")
   assert outputs == expected(newest) != expected(best)
   path = os.path.join(run_with_best, "ckpt-10")  # A path: the API, which the tool calls.
   loaded = translation.Translator.from_model_dir(run_with_best, path).loaded
