@@ -9,8 +9,8 @@ the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run direc
 time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla), "+portable" for the model as
 an export has it (no kernels chosen for this machine: float32 without the compiled matmuls of
 mixed_precision.compiled_matmuls, where this machine would use them). Each is what
-t2t-lite-decode runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best model,
-its hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds
+t2t-lite-decode runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best
+model, its hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds
 interleaved after an untimed warm-up of 32 sentences each (with +xla and int8, of all 1,000: XLA
 compiles once for each batch shape; its seconds are reported as "compile_seconds"). Reported per
 configuration: sacreBLEU (and the paper's tokenized BLEU) of its outputs, the median round's
