@@ -261,7 +261,7 @@ def main():
           speed(engine="t2t_lite", precision="none")
           / speed(engine="ctranslate2", compute_type="float32"), 3),
       "compiled_matmuls_here": mixed_precision.compiled_matmuls(
-          "none", mixed_precision.Machine.this(), False)[0],
+          "none", mixed_precision.Machine.this(), False, hparams.d_model)[0],
       "cpu_count": os.cpu_count(), "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

@@ -94,7 +94,8 @@ def search_model(models, precision, xla):
   """models[precision] as t2t-lite-decode searches with it on this machine, with or without
   XLA: a copy whose weight matmuls are XLA programs of their own where
   mixed_precision.compiled_matmuls says so."""
-  compiled, _ = mixed_precision.compiled_matmuls(precision, mixed_precision.Machine.this(), xla)
+  compiled, _ = mixed_precision.compiled_matmuls(precision, mixed_precision.Machine.this(), xla,
+                                                 models["none"].hparams.d_model)
   if not compiled or precision == "int8":
     return models[precision]
   return mixed_precision.inference_model(models["none"], precision, compiled_matmuls=True)

@@ -138,9 +138,10 @@ def train_in_process(problem, data_dir, model_dir, overrides, steps, **config):
 
 @pytest.fixture(scope="session")
 def make_random_model_dir(tmp_path_factory):
-  """-> make(name, words, checkpoint_number=1): a multi30k_ende model_dir with a 400-piece
-  SentencePiece vocabulary learned from 500 random sentences of `words` and transformer_tiny's
-  random weights (seed 1) saved as ckpt-<checkpoint_number>. No data needed."""
+  """-> make(name, words, checkpoint_number=1, overrides=""): a multi30k_ende model_dir with a
+  400-piece SentencePiece vocabulary learned from 500 random sentences of `words` and the random
+  weights (seed 1) of transformer_tiny (hparams `overrides`) saved as ckpt-<checkpoint_number>.
+  No data needed."""
   import random
 
   import keras
@@ -150,13 +151,13 @@ def make_random_model_dir(tmp_path_factory):
   from t2t_lite.rundir import run_files
   from t2t_lite.data import tokenizers
 
-  def make(name, words, checkpoint_number=1):
+  def make(name, words, checkpoint_number=1, overrides=""):
     root = tmp_path_factory.mktemp(name)
     rng = random.Random(0)
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(500)]
     data_dir, model_dir = str(root / "data"), str(root / "model")
     vocab = tokenizers.train_sentencepiece(texts, os.path.join(data_dir, "vocab.model"), 400)
-    hparams = t2t_lite.get_hparams("transformer_tiny")
+    hparams = t2t_lite.get_hparams("transformer_tiny", overrides)
     run_files.write_run_files(model_dir, hparams, {"problem": "multi30k_ende"}, data_dir)
     keras.utils.set_random_seed(1)
     model = t2t_lite.build_model(hparams, vocab.vocab_size)

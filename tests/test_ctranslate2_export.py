@@ -174,10 +174,17 @@ def test_the_comparison_covers_both_endings_and_the_ranking(exports, decoded):
   assert (ended >= 10, cut >= 10, other >= 3) == (True, True, True), (ended, cut, other)
 
 
-def test_int8_export_loads_and_mostly_agrees(exports, decoded):
-  outputs = _ctranslate2_outputs(exports["int8"], "int8")
-  same = sum(a == b for a, b in zip(outputs, decoded))
-  assert same >= 0.7 * len(decoded), f"{same} of {len(decoded)}"  # 43 of 50 here (AMX)
+def test_int8_export_decodes_close_to_float32_and_as_ctranslate2_quantizes(exports, decoded):
+  """The int8 export's weights, which CTranslate2 dequantizes when it loads them for float32,
+  decode mostly as float32 does (46 of 50 on a Zen 3 EPYC). Computed in int8 it decodes as
+  the float32 export quantized by CTranslate2 itself at load: how close that comes to float32
+  is up to the CPU's int8 kernel (43 of 50 with AMX, 22 of 50 on the AVX2-only Zen 3), not
+  up to the export."""
+  dequantized = _ctranslate2_outputs(exports["int8"], "float32")
+  same = sum(a == b for a, b in zip(dequantized, decoded))
+  assert same >= 0.7 * len(decoded), f"{same} of {len(decoded)}"
+  assert (_ctranslate2_outputs(exports["int8"], "int8")
+          == _ctranslate2_outputs(exports["none"], "int8"))
   size = lambda path: os.path.getsize(os.path.join(path, "model.bin"))
   assert size(exports["int8"]) < 0.5 * size(exports["none"])
 

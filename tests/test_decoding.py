@@ -286,8 +286,10 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
     return translated[checkpoint_path]
 
   settings = "beam 3, alpha 0, max output = input + 10; precision none"
-  # Without --xla, "asked for" and, where TensorFlow has no oneDNN, the compiled matmuls.
-  how = f"{settings} ({mixed_precision.for_search('none', xla=False)[1]})"
+  # Without --xla, "asked for" and, where TensorFlow has no oneDNN and the model is wide
+  # enough, the compiled matmuls.
+  d_model = run_files.read_run(run_with_best).require_hparams().d_model
+  how = f"{settings} ({mixed_precision.for_search('none', xla=False, d_model=d_model)[1]})"
   best, newest = (os.path.join(run_with_best, name) for name in ("best/ckpt-10", "ckpt-20"))
   outputs, first = decode()
   assert first == (f"INFO decoding 4 lines with {best} (the run's best dev_accuracy, 75.0 at "

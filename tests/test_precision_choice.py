@@ -49,17 +49,19 @@ def test_training_compiles_with_xla_unless_bf16_runs_on_a_cpu(machine, precision
   assert mixed_precision.training_xla(precision, machine)[0] is xla
 
 
-@pytest.mark.parametrize("machine, precision, xla, compiled", [
-    (Machine(AMD, AVX2, onednn=False), "none", False, True),  # Eigen's matmul, not oneDNN's
-    (Machine(AMD, AVX2, onednn=False), "none", True, False),  # the whole search is XLA's
-    (Machine(AMD, AVX2, onednn=False), "bf16", False, False),
-    (Machine(AMD, AVX512_BF16), "none", False, False),  # oneDNN's matmul
-    (Machine(AMD, AVX2, ((8, 0),), onednn=False), "none", False, False),  # a GPU's
-    (Machine(AMD, AVX512_BF16), "int8", False, True),  # int8's are XLA programs everywhere
+@pytest.mark.parametrize("machine, precision, xla, d_model, compiled", [
+    (Machine(AMD, AVX2, onednn=False), "none", False, 512, True),  # Eigen's, not oneDNN's
+    (Machine(AMD, AVX2, onednn=False), "none", False, 256, True),
+    (Machine(AMD, AVX2, onednn=False), "none", False, 128, False),  # too small to gain
+    (Machine(AMD, AVX2, onednn=False), "none", True, 512, False),  # the search is XLA's
+    (Machine(AMD, AVX2, onednn=False), "bf16", False, 512, False),
+    (Machine(AMD, AVX512_BF16), "none", False, 512, False),  # oneDNN's matmul
+    (Machine(AMD, AVX2, ((8, 0),), onednn=False), "none", False, 512, False),  # a GPU's
+    (Machine(AMD, AVX512_BF16), "int8", False, 64, True),  # int8's are XLA programs always
 ])
 def test_decoding_compiles_its_float32_matmuls_where_tensorflow_has_no_onednn(
-    machine, precision, xla, compiled):
-  assert mixed_precision.compiled_matmuls(precision, machine, xla)[0] is compiled
+    machine, precision, xla, d_model, compiled):
+  assert mixed_precision.compiled_matmuls(precision, machine, xla, d_model)[0] is compiled
 
 
 def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
@@ -118,7 +120,10 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
 
 
 def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_random_model_dir):
-  model_dir = make_random_model_dir("auto", "a man rides horse the dog runs".split())
+  # Wide enough for compiled float32 matmuls where TensorFlow has no oneDNN (below).
+  d_model = mixed_precision.COMPILED_MATMULS_MIN_WIDTH
+  model_dir = make_random_model_dir("auto", "a man rides horse the dog runs".split(),
+                                    overrides=f"d_model={d_model},d_ff={2 * d_model}")
 
   def decode(*extra, text="a man rides\nthe dog runs\n", env=ENV):
     run = subprocess.run(
@@ -129,11 +134,11 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
     info = [line for line in run.stderr.splitlines() if line.startswith("INFO decoding")]
     return run.stdout, info[0]
 
-  chosen, why, _ = mixed_precision.for_search("auto", xla=False)
+  chosen, why, _ = mixed_precision.for_search("auto", xla=False, d_model=d_model)
   auto_out, auto_line = decode()
   assert auto_line.endswith(f"; precision {chosen} ({why})")
   given_out, given_line = decode(f"--precision={chosen}")
-  given_why = mixed_precision.for_search(chosen, xla=False)[1]
+  given_why = mixed_precision.for_search(chosen, xla=False, d_model=d_model)[1]
   assert given_line.endswith(f"; precision {chosen} ({given_why})")
   assert given_why.startswith("asked for")
   assert auto_out == given_out and len(auto_out.splitlines()) == 2

@@ -63,10 +63,13 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla
   decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
   refused unless they share problem and vocabulary. With `search`, a model for searching on
   this machine: its weight matmuls XLA programs of their own where that is faster here
-  (mixed_precision.for_search; not for a graph served elsewhere, nor for the weights alone).
+  (mixed_precision.for_search, by the narrowest model's width; not for a graph served
+  elsewhere, nor for the weights alone).
   """
   if search:
-    *precision, compiled = mixed_precision.for_search(precision, xla)  # name, why; bool
+    directories = model_dir if isinstance(model_dir, (list, tuple)) else [model_dir]
+    d_model = min(run_files.read_run(d).require_hparams().d_model for d in directories)
+    *precision, compiled = mixed_precision.for_search(precision, xla, d_model)  # name, why; bool
   else:
     precision, compiled = mixed_precision.resolve(precision, xla, inference=True), False
   if isinstance(model_dir, (list, tuple)):

@@ -13,7 +13,8 @@
         decode, export and `translate()`; the tools print what it chose and why.
 
 A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
-their own (`compiled_matmuls`: where TensorFlow runs without oneDNN), with the same precision.
+their own (`compiled_matmuls`: where TensorFlow runs without oneDNN, for models at least 256
+wide), with the same precision.
 
 Training (--mixed_precision) and inference (--precision of decode, export, attention and
 `translate()`) take the same names. Checkpoints hold float32 weights in every precision, so a
@@ -155,18 +156,25 @@ def _onednn_on():
     return True  # the behaviour of every machine measured before the check existed
 
 
-def compiled_matmuls(precision, machine, xla):
-  """Whether a model decoding in `precision` (a name, not auto) on `machine`, with or without
-  XLA for the whole search, multiplies its weights by XLA programs of their own
-  (quantization.py) -> (yes, why). int8 always does. Otherwise only float32 without XLA on a
-  CPU where TensorFlow runs without oneDNN: its float32 matmul is then Eigen's, much slower
-  there than XLA's dot, while with oneDNN the search without XLA came within about 10% of the
-  XLA-compiled one. The rest of the search stays TensorFlow ops, so that no batch shape
-  compiles more than its matmuls (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
+# The narrowest model (d_model) whose float32 decoding measured faster with compiled matmuls
+# (docs/benchmarks.md). Narrower ones multiply so little that compiling each matmul costs a
+# process more than Eigen's products take.
+COMPILED_MATMULS_MIN_WIDTH = 256
+
+
+def compiled_matmuls(precision, machine, xla, d_model):
+  """Whether a model `d_model` wide decoding in `precision` (a name, not auto) on `machine`,
+  with or without XLA for the whole search, multiplies its weights by XLA programs of their
+  own (quantization.py) -> (yes, why). int8 always does. Otherwise only float32 without XLA on
+  a CPU where TensorFlow runs without oneDNN, for models at least COMPILED_MATMULS_MIN_WIDTH
+  wide: its float32 matmul is then Eigen's, much slower there than XLA's dot, while with
+  oneDNN the search without XLA came within about 10% of the XLA-compiled one. The rest of the
+  search stays TensorFlow ops, so that no batch shape compiles more than its matmuls
+  (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
   if precision == "int8":
     return True, "int8 matmuls are XLA programs"
   if (precision == "none" and not xla and not machine.onednn and not machine.tpu
-      and not machine.gpu_capabilities):
+      and not machine.gpu_capabilities and d_model >= COMPILED_MATMULS_MIN_WIDTH):
     return True, "float32 matmuls by XLA: TensorFlow runs without oneDNN on this CPU"
   return False, ""
 
@@ -182,12 +190,12 @@ def training_xla(precision, machine):
   return True, "the default"
 
 
-def for_search(precision, xla):
-  """A decoding model's precision (`precision` resolved for inference: `resolve`) and whether
-  its weight matmuls are compiled (`compiled_matmuls`) on this machine -> (name, why,
-  compiled), `why` naming both."""
+def for_search(precision, xla, d_model):
+  """A decoding model's (`d_model` wide) precision (`precision` resolved for inference:
+  `resolve`) and whether its weight matmuls are compiled (`compiled_matmuls`) on this machine
+  -> (name, why, compiled), `why` naming both."""
   name, why = resolve(precision, xla, inference=True)
-  compiled, how = compiled_matmuls(name, Machine.this(), xla)
+  compiled, how = compiled_matmuls(name, Machine.this(), xla, d_model)
   return name, f"{why}; {how}" if compiled and name != "int8" else why, compiled
 
 
