@@ -66,19 +66,21 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla
   (mixed_precision.for_search, by the narrowest model's width; not for a graph served
   elsewhere, nor for the weights alone).
   """
+  ensemble = isinstance(model_dir, (list, tuple))
+  runs = [run_files.read_run(d) for d in (model_dir if ensemble else [model_dir])]
   if search:
-    directories = model_dir if isinstance(model_dir, (list, tuple)) else [model_dir]
-    d_model = min(run_files.read_run(d).require_hparams().d_model for d in directories)
+    d_model = min(run.require_hparams().d_model for run in runs)
     *precision, compiled = mixed_precision.for_search(precision, xla, d_model)  # name, why; bool
   else:
     precision, compiled = mixed_precision.resolve(precision, xla, inference=True), False
-  if isinstance(model_dir, (list, tuple)):
-    return _load_ensemble(list(model_dir), checkpoint_path, tuple(precision), compiled)
-  return _load_one(model_dir, checkpoint_path, tuple(precision), compiled)
+  if ensemble:
+    return _load_ensemble(runs, checkpoint_path, tuple(precision), compiled)
+  return _load_one(runs[0], checkpoint_path, tuple(precision), compiled)
 
 
-def _load_one(model_dir, checkpoint_path, precision, compiled=False):
-  saved = run_files.read_run(model_dir)
+def _load_one(saved, checkpoint_path, precision, compiled=False):
+  """The model of one run directory (`saved`: its run_files.read_run) -> LoadedModel."""
+  model_dir = saved.model_dir
   hparams = saved.require_hparams()
   # The settings its data was prepared with: e.g. wsj_parsing's target_tags decide how its
   # outputs read as trees.
@@ -142,13 +144,13 @@ def _restore_exactly(model, prefix):
   return prefix
 
 
-def _load_ensemble(model_dirs, checkpoint_path, precision, compiled):
+def _load_ensemble(runs, checkpoint_path, precision, compiled):
+  model_dirs = [run.model_dir for run in runs]
   if checkpoint_path not in (None, BEST, NEWEST):
     raise RunDirError(f"an ensemble takes each member's best model or newest checkpoint "
                       f"(--checkpoint_path={BEST} or {NEWEST}): give each member as a model_dir "
                       "of its own (e.g. an averaged one), not a --checkpoint_path")
-  members = [_load_one(directory, checkpoint_path, precision, compiled)
-             for directory in model_dirs]
+  members = [_load_one(run, checkpoint_path, precision, compiled) for run in runs]
   first = members[0]
   vocabulary = data_files.vocab_checksum(model_dirs[0])
   for directory, member in zip(model_dirs[1:], members[1:]):
