@@ -12,9 +12,10 @@ finishes an interrupted decode; a terminal on stdin (or --interactive) gets each
 as soon as the line is typed; with --target_prefix a line is 'source<TAB>prefix', and its
 outputs start with the prefix's words (a translator's autocompletion); with --constraints a line
 is 'source<TAB>phrase<TAB>phrase...', and its outputs contain every phrase (terminology; refused
-naming the line where a phrase cannot be met). An empty input line gives an empty output line; a line longer than the model's max_length tokens is cut to it, with a
-warning naming the line. Beam size, alpha and the extra output length default to
-hparams.json's, else the problem's (the paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
+naming the line where a phrase cannot be met). An empty input line gives an empty output line; a
+line longer than the model's max_length tokens is cut to it, with a warning naming the line.
+Beam size, alpha and the extra output length default to hparams.json's, else the problem's (the
+paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
 format ("i ||| output ||| score", N a line); --sample draws outputs instead (docs/decoding.md);
 several --model_dir decode as one ensemble; --with_alignments adds word alignments. It runs
 the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py); --xla
@@ -45,6 +46,8 @@ from t2t_lite.errors import T2TLiteError
 
 PROG = "t2t-lite-decode"
 logger = logging.getLogger(PROG)
+
+
 def parse_args(argv):
   parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)

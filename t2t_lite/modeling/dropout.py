@@ -2,10 +2,10 @@
 
 Why not keras.layers.Dropout: under XLA on CPU its stateless RNG op is orders of magnitude
 slower than this module's integer hash (figures: docs/benchmarks.md, "Design measurements");
-TensorFlow's CPU kernels without XLA reject the fast Threefry algorithm; and under MultiWorkerMirroredStrategy (TF 2.21) it fails with
-"counter must be a vector with length at least 2". The mask here is a counter-based hash of
-(seed, element index) built from plain integer ops: the same mask with or without XLA, on every
-device and strategy.
+TensorFlow's CPU kernels without XLA reject the fast Threefry algorithm; and under
+MultiWorkerMirroredStrategy (TF 2.21) it fails with "counter must be a vector with length at
+least 2". The mask here is a counter-based hash of (seed, element index) built from plain
+integer ops: the same mask with or without XLA, on every device and strategy.
 
 The seed comes from a keras.random.SeedGenerator, as for keras' Dropout: its state variable
 [layer seed, counter] (`Dropout.seed_state`, all of a model's: `seed_states`) is what the

@@ -35,13 +35,13 @@ Repair (`example_to_tree`): any target string becomes a well-formed, normalised 
   -NONE- (or nothing) gets XX, so that no word is lost; brackets glued to other text are split
   off ("(NP)NP" reads as "(NP )NP").
 
-Scoring (`bracket_f1`): EVALB with COLLINS.prm, as t2t_lite/parsing/evalb.py implements it: each tree
-  string is read as evalb reads it, NOT normalised first, so that the counts are evalb's on the
-  same two files: a `( (S ...) )` or ROOT wrapper is a bracket (TOP is deleted), ADVP|PRT is one
-  label, and punctuation is deleted by each tree's own tags. A sentence evalb would reject
-  (different words, or different counts after deleting punctuation) or skip (no predicted
-  words) is counted in "rejected" / "skipped" and the rest is scored. Deliberate differences
-  from the evalb program: no MAX_ERROR stop, no 200-word / 200-bracket / 5,000-byte limits
+Scoring (`bracket_f1`): EVALB with COLLINS.prm, as t2t_lite/parsing/evalb.py implements it: each
+  tree string is read as evalb reads it, NOT normalised first, so that the counts are evalb's on
+  the same two files: a `( (S ...) )` or ROOT wrapper is a bracket (TOP is deleted), ADVP|PRT is
+  one label, and punctuation is deleted by each tree's own tags. A sentence evalb would reject
+  (different words, or different counts after deleting punctuation) or skip (no predicted words)
+  is counted in "rejected" / "skipped" and the rest is scored. Deliberate differences from the
+  evalb program: no MAX_ERROR stop, no 200-word / 200-bracket / 5,000-byte limits
   (`over_evalb_limits` counts the sentences evalb could not take), malformed trees are a
   one-line error naming file and line (see evalb.py).
   Repaired outputs keep punctuation words under punctuation tags (PUNCTUATION_TAGS), so that
@@ -260,7 +260,8 @@ def example_to_tree(source_text, target_text, repair_punctuation=True):
   punctuation gets XX.
 
   The result holds exactly the source words in order, each under one POS tag, is normalised
-  (tree_to_string(parse_tree(result)) == result) and tree_to_example(result)[0] is the source's words.
+  (tree_to_string(parse_tree(result)) == result) and tree_to_example(result)[0] is the source's
+  words.
   Raises ValueError when the source has no words or a word holds a bracket (the treebank
   writes them -LRB- / -RRB-), since no tree string could hold it.
   """
