@@ -15,13 +15,13 @@ is 'source<TAB>phrase<TAB>phrase...', and its outputs contain every phrase (term
 naming the line where a phrase cannot be met). An empty input line gives an empty output line; a
 line longer than the model's max_length tokens is cut to it, with a warning naming the line.
 Beam size, alpha and the extra output length default to hparams.json's, else the problem's (the
-paper: 4, 0.6, 50). --n_best=N writes Moses' n-best
-format ("i ||| output ||| score", N a line); --sample draws outputs instead (docs/decoding.md);
-several --model_dir decode as one ensemble; --with_alignments adds word alignments. It runs
-the same in-graph function as the exported SavedModel (t2t_lite/decode/translation.py); --xla
-compiles its search. The model is the run's best when it kept one (model_dir/best/), else its
-newest checkpoint (--checkpoint_path chooses): the first line on stderr names it and says why.
-A file that is not UTF-8 text (see text_lines.MAX_NOT_TEXT) is refused.
+paper: 4, 0.6, 50). --n_best=N writes Moses' n-best format ("i ||| output ||| score", N a line);
+--sample draws outputs instead (docs/decoding.md); several --model_dir decode as one ensemble;
+--with_alignments adds word alignments. It runs the same in-graph function as the exported
+SavedModel (t2t_lite/decode/translation.py); --xla compiles its search. The model is the run's
+best when it kept one (model_dir/best/), else its newest checkpoint (--checkpoint_path chooses):
+the first line on stderr names it and says why. A file that is not UTF-8 text (see
+text_lines.MAX_NOT_TEXT) is refused.
 
 With --reference_file, prints one JSON line of scores to stderr: for translation, sacrebleu's
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
