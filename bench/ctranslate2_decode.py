@@ -20,7 +20,10 @@ then round 2 of each, ...); each reports its median round, with the slowest and 
                same weights; int8: --precision=int8, t2t_lite/modeling/quantization.py);
                float32 without XLA also with its weight matmuls as XLA programs of their own
                ("compiled_matmuls", what t2t-lite-decode runs where TensorFlow has no oneDNN:
-               mixed_precision.compiled_matmuls; "compiled_matmuls_here" says whether here);
+               mixed_precision.compiled_matmuls; "compiled_matmuls_here" says whether here),
+               each batch split into as many concurrent searches as t2t-lite-decode splits it
+               into here ("searches": mixed_precision.concurrent_searches, or "default":
+               search.beams' own by compute dtype);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
@@ -76,7 +79,7 @@ from t2t_lite.decode import ctranslate2_export, shortlist  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from decode_speed import EosMasked, cpu_flags, decoder  # noqa: E402
+from decode_speed import EosMasked, cpu_flags, decoder, searches  # noqa: E402
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -120,6 +123,7 @@ def ours_config(model, inputs, xla):
   return (lambda: decode(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": xla,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
+      "searches": searches(model, xla) or (1 if xla else "default"),
       "first_call_seconds": round(first, 1)}
 
 
@@ -128,7 +132,8 @@ def ours_shortlist_config(model, inputs, table):
   result dict)."""
   search = tf.function(lambda x: beams(
       model, x, beam_size=BEAM_SIZE, alpha=ALPHA, extra_length=EXTRA_LENGTH,
-      constraint=EosMasked(), shortlist=table)[0][:, :1], autograph=False)
+      constraint=EosMasked(), shortlist=table, concurrent=searches(model, False))[0][:, :1],
+      autograph=False)
   inputs = tf.constant(inputs)
   start = time.perf_counter()
   ids = search(inputs).numpy()  # [B, 1, 82]
@@ -137,7 +142,7 @@ def ours_shortlist_config(model, inputs, table):
   return (lambda: search(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": False,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
-      "shortlist": True,
+      "searches": searches(model, False) or "default", "shortlist": True,
       "first_call_seconds": round(first, 1)}
 
 

@@ -14,9 +14,10 @@ decode_text without the tokenizer):
   xla       Translator(jit_compile=True), what --xla runs: the search XLA-compiled, over
             fixed-size [B*K, H, L, ...] key/value buffers read through each hypothesis' rows
             (search.beams' static_shapes, the form a TPU runs);
-  no xla    the default: keys/values growing by one slot a step, reordered by beam; bf16
-            searches the batch as two halves at once (search.beams' concurrent, see
-            docs/decoding.md).
+  no xla    the default: keys/values growing by one slot a step, reordered by beam; bf16,
+            and where TensorFlow runs without oneDNN float32 with compiled matmuls and int8,
+            search the batch as two halves at once (search.beams' concurrent, chosen by
+            mixed_precision.for_search; see docs/decoding.md).
 
 Each configuration is traced / compiled and run once untimed (same shapes), then timed in
 `--rounds` rounds interleaved with the other configurations (round 1 of each, then round 2 of
@@ -80,13 +81,21 @@ class EosMasked:
     return logits + tf.one_hot(EOS_ID, tf.shape(logits)[-1], on_value=NEG_INF), state
 
 
+def searches(model, xla):
+  """How many concurrent searches t2t-lite-decode splits a batch into for `model` on this
+  machine (mixed_precision.for_search's choice): None leaves search.beams' own."""
+  compiled = getattr(model.embedding, "compiled", None) is not None
+  return mixed_precision.concurrent_searches(mixed_precision.Machine.this(),
+                                             compiled and not xla)[0]
+
+
 def decoder(model, xla):
   """What t2t-lite-decode runs, with --xla or without, EOS masked: sources int32 [B, S]
   (0-padded, ending in EOS) -> the best outputs' ids int32 [B, 1, L] (no tokenizer: the
   translator's ids in, ids out function)."""
   translator = translation.Translator(model, None, beam_size=BEAM_SIZE, alpha=ALPHA,
                                       extra_length=EXTRA_LENGTH, jit_compile=xla,
-                                      constraint=EosMasked())
+                                      constraint=EosMasked(), searches=searches(model, xla))
   return lambda inputs: translator.decode_ids(inputs)["outputs"]
 
 
@@ -116,6 +125,7 @@ def compile_config(model, batch, xla):
   return (lambda: decode(inputs).numpy()), {
       "precision": mixed_precision.of_model(model), "batch": batch, "xla": xla,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
+      "searches": searches(model, xla) or (1 if xla else "default"),
       "first_call_seconds": round(first, 1), "times": [], "cpu_times": []}
 
 

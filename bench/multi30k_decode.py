@@ -8,7 +8,9 @@ A configuration is a compute precision (t2t_lite/modeling/mixed_precision.py), "
 the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run directory the first
 time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla), "+portable" for the model as
 an export has it (no kernels chosen for this machine: float32 without the compiled matmuls of
-mixed_precision.compiled_matmuls, where this machine would use them). Each is what
+mixed_precision.compiled_matmuls, where this machine would use them), "+one_search" for each
+batch searched as one search where this machine would split it into concurrent ones
+(mixed_precision.concurrent_searches; t2t-lite-decode before it did). Each is what
 t2t-lite-decode runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best
 model, its hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds
 interleaved after an untimed warm-up of 32 sentences each (with +xla and int8, of all 1,000: XLA
@@ -56,9 +58,10 @@ def main():
   translators, compile_seconds = {}, {}
   for config in args.configs.split(","):
     precision, *extras = config.split("+")
+    one_search = {"searches": 1} if "one_search" in extras else {}
     translators[config] = translation.Translator.from_model_dir(
         args.model_dir, precision=precision, shortlist="shortlist" in extras,
-        jit_compile="xla" in extras, portable="portable" in extras)
+        jit_compile="xla" in extras, portable="portable" in extras, **one_search)
     start = time.perf_counter()  # traced (and compiled) here, not timed
     embedding = getattr(translators[config].model, "embedding", None)  # not an Ensemble's
     compiles = "xla" in extras or precision == "int8" or isinstance(  # matmuls as XLA programs
@@ -80,6 +83,7 @@ def main():
     seconds = statistics.median(times[config])
     results.append({
         "config": config, "computing": translators[config].loaded.computing(),
+        "searches": translators[config].searches or "default",
         "bleu": round(scores["bleu"], 2), "paper_bleu": round(scores["paper_bleu"], 2),
         "seconds": round(seconds, 2), "compile_seconds": compile_seconds[config],
         "seconds_min_max": [round(min(times[config]), 2),

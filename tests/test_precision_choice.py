@@ -9,6 +9,7 @@ import pytest
 
 from conftest import train_in_process
 
+from t2t_lite.decode import translation
 from t2t_lite.modeling import mixed_precision
 from t2t_lite.modeling.mixed_precision import Machine
 
@@ -62,6 +63,17 @@ def test_training_compiles_with_xla_unless_bf16_runs_on_a_cpu(machine, precision
 def test_decoding_compiles_its_float32_matmuls_where_tensorflow_has_no_onednn(
     machine, precision, xla, d_model, compiled):
   assert mixed_precision.compiled_matmuls(precision, machine, xla, d_model)[0] is compiled
+
+
+@pytest.mark.parametrize("machine, compiled, searches", [
+    (Machine(AMD, AVX2, onednn=False), True, 2),  # compiled float32 or int8 without oneDNN
+    (Machine(AMD, AVX2, onednn=False), False, None),  # search.beams' choice by compute dtype
+    (Machine(AMD, AVX512_BF16), True, None),  # int8 with oneDNN: one search measured faster
+    (Machine(AMD, AVX2, ((8, 0),), onednn=False), True, None),  # a GPU's
+])
+def test_decoding_splits_a_batch_into_two_searches_where_its_matmuls_are_compiled_without_onednn(
+    machine, compiled, searches):
+  assert mixed_precision.concurrent_searches(machine, compiled)[0] == searches
 
 
 def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
@@ -134,7 +146,7 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
     info = [line for line in run.stderr.splitlines() if line.startswith("INFO decoding")]
     return run.stdout, info[0]
 
-  chosen, why, _ = mixed_precision.for_search("auto", xla=False, d_model=d_model)
+  chosen, why, *_ = mixed_precision.for_search("auto", xla=False, d_model=d_model)
   auto_out, auto_line = decode()
   assert auto_line.endswith(f"; precision {chosen} ({why})")
   given_out, given_line = decode(f"--precision={chosen}")
@@ -147,9 +159,13 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
   off_out, off_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="0"))
   on_out, on_line = decode("--precision=none", env=dict(ENV, TF_ENABLE_ONEDNN_OPTS="1"))
   assert off_line.endswith("; precision none (asked for; float32 matmuls by XLA: TensorFlow "
-                           "runs without oneDNN on this CPU)")
+                           "runs without oneDNN on this CPU; each batch searched as two "
+                           "halves at once (no oneDNN))")
   assert on_line.endswith("; precision none (asked for)")
-  assert off_out == on_out and len(off_out.splitlines()) == 2
+  assert off_out == on_out and len(off_out.splitlines()) == 2  # two searches and one alike
+  # What the line says is what the translator does: this process's TensorFlow, as it is.
+  translator = translation.Translator.from_model_dir(model_dir, precision="none")
+  assert translator.searches == (None if Machine.this().onednn else 2)
   xla_chosen, xla_why = mixed_precision.resolve("auto", xla=True)
   # No lines: the choice is named all the same, without compiling a search for nothing.
   assert decode("--xla", text="")[1].endswith(f"; precision {xla_chosen} ({xla_why})")

@@ -44,6 +44,7 @@ class LoadedModel:
   checkpoints: list = dataclasses.field(default_factory=list)
   reasons: list = dataclasses.field(default_factory=list)  # why each checkpoint was chosen
   precision: tuple = ("none", "asked for")  # (name, why), mixed_precision.resolve's
+  searches: Optional[int] = None  # search.beams' concurrent (mixed_precision.for_search)
 
   def which(self):
     """"<checkpoint> (<why>)" for each model, comma-separated: what a tool's first line says."""
@@ -62,20 +63,23 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla
   search with or without `xla`). model_dir may be a list of run directories: their models
   decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
   refused unless they share problem and vocabulary. With `search`, a model for searching on
-  this machine: its weight matmuls XLA programs of their own where that is faster here
-  (mixed_precision.for_search, by the narrowest model's width; not for a graph served
-  elsewhere, nor for the weights alone).
+  this machine: its weight matmuls XLA programs of their own, and a batch split into
+  concurrent searches, where that is faster here (mixed_precision.for_search, by the narrowest
+  model's width; not for a graph served elsewhere, nor for the weights alone).
   """
   ensemble = isinstance(model_dir, (list, tuple))
   runs = [run_files.read_run(d) for d in (model_dir if ensemble else [model_dir])]
+  searches = None
   if search:
     d_model = min(run.require_hparams().d_model for run in runs)
-    *precision, compiled = mixed_precision.for_search(precision, xla, d_model)  # name, why; bool
+    *precision, compiled, searches = mixed_precision.for_search(precision, xla, d_model)
   else:
     precision, compiled = mixed_precision.resolve(precision, xla, inference=True), False
   if ensemble:
-    return _load_ensemble(runs, checkpoint_path, tuple(precision), compiled)
-  return _load_one(runs[0], checkpoint_path, tuple(precision), compiled)
+    loaded = _load_ensemble(runs, checkpoint_path, tuple(precision), compiled)
+  else:
+    loaded = _load_one(runs[0], checkpoint_path, tuple(precision), compiled)
+  return dataclasses.replace(loaded, searches=searches)
 
 
 def _load_one(saved, checkpoint_path, precision, compiled=False):

@@ -53,11 +53,14 @@ class Translator(line_batches.LineDecoding, tf.Module):
     with_alignments: also give each output's word alignment to its source.
     vocabulary_shortlist: the shortlist.Shortlist that the setting `shortlist` searches with
       (from_model_dir reads or builds the run's).
+    searches: how many searches a batch is split into, run at the same time (search.beams'
+      `concurrent`; None: its default). from_model_dir passes this machine's choice
+      (mixed_precision.for_search).
   """
 
   def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
                length_multiple=8, constraint=None, output_fn=None, with_alignments=False,
-               vocabulary_shortlist=None, **settings):
+               vocabulary_shortlist=None, searches=None, **settings):
     super().__init__(name="translator")
     self.model, self.tokenizer = model, tokenizer
     self.settings = DecodeSettings(**settings)
@@ -67,7 +70,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
                           f"{self.max_input_length}")
     self.jit_compile, self.length_multiple = jit_compile, length_multiple
     self.constraint, self.output_fn = constraint, output_fn
-    self.with_alignments = with_alignments
+    self.with_alignments, self.searches = with_alignments, searches
     self.vocabulary_shortlist = vocabulary_shortlist if self.settings.shortlist else None
     if isinstance(model, SpanParser):
       _check_span_parser(self.settings, with_alignments)
@@ -85,7 +88,8 @@ class Translator(line_batches.LineDecoding, tf.Module):
     self._options = dict(max_input_length=max_input_length, jit_compile=jit_compile,
                          length_multiple=length_multiple, constraint=constraint,
                          output_fn=output_fn, with_alignments=with_alignments,
-                         vocabulary_shortlist=vocabulary_shortlist, **settings)
+                         vocabulary_shortlist=vocabulary_shortlist, searches=searches,
+                         **settings)
     self.loaded: Optional[loading.LoadedModel] = None  # Set by from_model_dir.
     self._continues_word = None  # _not_after_prefix's, found the first time it is asked for.
     # autograph=False: the searches are tf.while_loops as written, and converting the model's
@@ -134,6 +138,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
       # The members of an ensemble share one vocabulary (loading.py): the first one's table.
       kwargs["vocabulary_shortlist"] = shortlist.for_run(loaded.model_dirs[0],
                                                          loaded.tokenizer.vocab_size)
+    kwargs.setdefault("searches", loaded.searches)
     translator = cls.of_problem(loaded.model, loaded.problem, loaded.model_dirs[0], settings,
                                 loaded.tokenizer, **kwargs)
     translator.loaded = loaded
@@ -310,6 +315,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
     ids, scores = search.beams(self.model, inputs, beam_size=s.beam_size, alpha=s.alpha,
                                extra_length=s.extra_length, max_lengths=max_lengths,
                                constraint=self.constraint, static_shapes=self.jit_compile,
+                               concurrent=self.searches,
                                shortlist=self.vocabulary_shortlist, prefix=prefix,
                                not_after_prefix=None if prefix is None and phrases is None
                                else self._not_after_prefix(), phrases=phrases,

@@ -179,6 +179,20 @@ def compiled_matmuls(precision, machine, xla, d_model):
   return False, ""
 
 
+def concurrent_searches(machine, compiled):
+  """How many searches a decoding batch is split into, run at the same time (search.beams'
+  `concurrent`), on `machine` without XLA, for a model whose weight matmuls are `compiled` XLA
+  programs of their own -> (number, why); (None, "") leaves search.beams' choice by compute
+  dtype (two in bfloat16 or float16, else one), which a graph for another machine (an export)
+  keeps. Where TensorFlow runs without oneDNN, a step's compiled matmuls are separate programs
+  with a chain of small TensorFlow ops between them, which leaves a core idle; a second search
+  fills it, and two measured faster in float32 and int8 alike. With oneDNN, int8 with two
+  measured slower (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
+  if compiled and not machine.onednn and not machine.tpu and not machine.gpu_capabilities:
+    return 2, "each batch searched as two halves at once (no oneDNN)"
+  return None, ""
+
+
 def training_xla(precision, machine):
   """Whether to compile the training step in `precision` (a name, not auto) with XLA on
   `machine` when --xla is not given -> (xla, why): yes, but for bfloat16 on a CPU. XLA's CPU
@@ -192,11 +206,15 @@ def training_xla(precision, machine):
 
 def for_search(precision, xla, d_model):
   """A decoding model's (`d_model` wide) precision (`precision` resolved for inference:
-  `resolve`) and whether its weight matmuls are compiled (`compiled_matmuls`) on this machine
-  -> (name, why, compiled), `why` naming both."""
+  `resolve`), whether its weight matmuls are compiled (`compiled_matmuls`) and how many
+  searches a batch is split into (`concurrent_searches`) on this machine -> (name, why,
+  compiled, searches), `why` naming all three."""
   name, why = resolve(precision, xla, inference=True)
-  compiled, how = compiled_matmuls(name, Machine.this(), xla, d_model)
-  return name, f"{why}; {how}" if compiled and name != "int8" else why, compiled
+  machine = Machine.this()
+  compiled, how = compiled_matmuls(name, machine, xla, d_model)
+  searches, split = concurrent_searches(machine, compiled and not xla)
+  reasons = [why, how if compiled and name != "int8" else "", split]
+  return name, "; ".join(r for r in reasons if r), compiled, searches
 
 
 def resolve(precision, xla, tpu=False, inference=False):
