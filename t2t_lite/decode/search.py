@@ -38,9 +38,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
       interleaves. One search's step is a chain of small ops that leaves cores idle while they
       wait for each other; a second search fills them. Each sentence's search is its own, so
       the outputs are one search's (with a shortlist, each part searches over its own sources'
-      vocabulary). Default: 2 for a model computing in bfloat16 or float16, 1 in float32 and
-      int8, whose matmuls keep the cores busy where they are oneDNN's (a second search only
-      competes for them); decode passes its machine's choice instead
+      vocabulary). Default: 2 in bfloat16 or float16, 1 in float32 and int8, whose oneDNN
+      matmuls keep the cores busy; decode passes its machine's choice instead
       (mixed_precision.concurrent_searches). With XLA (static_shapes) there is one search.
     shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
       (`batch_vocabulary`) instead of the whole one; not with static_shapes or a constraint
