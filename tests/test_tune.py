@@ -160,9 +160,7 @@ def study(reverse_dir, tmp_path_factory):
     if line.startswith("trial "):
       break
   before_kill = _load(study_dir)
-  # As long as for the first: on the loaded CI machine (2 cores, 3 pytest workers) A once took
-  # over 60 s between its first trial's line and its second trainer.
-  trainer = _wait_for(lambda: _children(first.pid), 120, "A's second trainer")[0]
+  trainer = _wait_for(lambda: _children(first.pid), 60, "A's second trainer")[0]
   first.kill()
   first.wait()
   resumed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
