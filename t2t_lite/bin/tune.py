@@ -67,8 +67,9 @@ def parse_args(argv=None):
       help="--pruner=median: prune nothing until this many trials have finished (Optuna's "
            "default 5; fewer when each trial costs many minutes)")
   add("--heartbeat_seconds", type=int, default=60,
-      help="a running trial's heartbeat; a trial silent for twice this (its worker died) is "
-           "run again. The same on every worker of a study")
+      help="a running trial's heartbeat; a trial silent for this plus 60 s (its worker died; "
+           "60 s: how long a heartbeat may wait for the storage's lock) is run again. The same "
+           "on every worker of a study")
   flags.add_fields(parser, TrainConfig, _TRAIN_OPTIONS)
   flags.add_problem_settings_flag(parser)
   add("--list", action="store_true",
@@ -115,8 +116,8 @@ def _setup(args):
 
 
 def _study(args, queued, attrs, direction):
-  """The study, opened (or made) in its storage, the trials of --enqueue queued; the study
-  directory made."""
+  """(The study, opened or made in its storage, the trials of --enqueue queued; the storage);
+  the study directory made."""
   from t2t_lite.tune import studies
   pruner = studies.make_pruner(args.pruner, direction, args.pruner_warmup_steps,
                                args.prune_threshold, args.pruner_startup_trials)
@@ -129,7 +130,7 @@ def _study(args, queued, attrs, direction):
                              studies.TrialSeededTPE(args.sampler_seed), pruner)
   os.makedirs(args.study_dir, exist_ok=True)
   studies.enqueue(study, queued)
-  return study
+  return study, storage
 
 
 def main(argv=None):
@@ -156,8 +157,8 @@ def main(argv=None):
     print(line, file=sys.stderr, flush=True)
 
   try:
-    study = _study(args, queued, attrs, direction)
-    studies.run(study, setup, args.trials, args.heartbeat_seconds,
+    study, storage = _study(args, queued, attrs, direction)
+    studies.run(study, storage, setup, args.trials, args.heartbeat_seconds,
                 report=lambda study, trial: trial.user_attrs.get("surplus") or progress(
                     results.trial_line(setup.metric, trial)), log=progress)
   except T2TLiteError as e:

@@ -7,7 +7,9 @@ study holds the number asked for.
   attributes), and a run that names others is refused before anything is written.
 - Resume: each running trial records a heartbeat; a trial whose worker died (SIGKILL, a lost
   machine) goes stale after the grace period, is marked failed by the next worker that looks,
-  and is run again with the same values (a new trial number and run directory).
+  and is run again with the same values (a new trial number and run directory). A worker whose
+  trial was failed so while it still ran (a heartbeat that came too late) stops that trial's
+  trainer and goes on: the trial runs again elsewhere.
 - `trials`: the study's total of finished trials (complete, pruned, or failed with a reason:
   a trainer that exited with an error), whichever workers ran them; a worker runs trials while
   the finished and running ones number fewer, waits while the running ones would make up the
@@ -18,9 +20,10 @@ study holds the number asked for.
   the same seed gives the same study, a resumed one does not draw its first values again, and
   workers that start together do not draw the same ones.
 """
-import functools
+import contextlib
 import os
 import re
+import threading
 import time
 import warnings
 
@@ -32,6 +35,11 @@ from t2t_lite.errors import T2TLiteError
 from t2t_lite.tune import trials
 
 STORAGE_FILE = "study.db"  # The default storage, SQLite in the study directory.
+# How long a write may wait for another process' lock on the storage (SQLite's busy timeout):
+# a live worker's heartbeat can come this late, so a trial is stale only after its heartbeat
+# interval and this. Optuna's default grace of twice the interval failed live trials of a
+# loaded machine (issue 79: a tuner crashed with "Cannot tell a FAIL trial").
+LOCK_SECONDS = 60
 # Workers that start together on a new database race to create its tables (the loser's
 # CREATE TABLE fails): a storage that does not open is tried again, twice.
 _OPEN_ATTEMPTS = 3
@@ -55,17 +63,22 @@ def default_storage(study_dir):
   return f"sqlite:///{os.path.abspath(os.path.join(study_dir, STORAGE_FILE))}"
 
 
+def stale_seconds(heartbeat_seconds):
+  """How long after its last heartbeat a running trial counts as its worker's death."""
+  return heartbeat_seconds + LOCK_SECONDS
+
+
 def open_storage(url, heartbeat_seconds):
   """The Optuna storage at `url`, with heartbeats every `heartbeat_seconds` (a trial is stale
-  after twice that) and stale trials run again."""
-  kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+  after stale_seconds) and stale trials run again."""
+  kwargs = {"connect_args": {"timeout": LOCK_SECONDS}} if url.startswith("sqlite") else {}
   for attempt in range(_OPEN_ATTEMPTS):
     try:
       with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(
             url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_seconds,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback())
+            grace_period=stale_seconds(heartbeat_seconds), heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback())
     except Exception as e:  # Whatever the URL's driver raises (a missing module, a refused
       # connection, a file that cannot be made): the one-line error names the URL and why.
       why = errors.reason(e)
@@ -164,10 +177,64 @@ def _objective(study, setup, total, trial):
   return trials.run_trial(setup, trial)
 
 
-def run(study, setup, total, heartbeat_seconds, report, log):
-  """Runs trials of `setup` in `study` until it holds `total` finished ones; report(study,
-  frozen_trial) after each trial this worker ran, log(line) while it waits for others."""
-  objective = functools.partial(_objective, study, setup, total)
+@contextlib.contextmanager
+def heartbeats(storage, study, trial, seconds):
+  """Records `trial`'s heartbeat in `storage` now and every `seconds` while the block runs."""
+  trial_id = storage.get_trial_id_from_study_id_trial_number(
+      storage.get_study_id_from_name(study.study_name), trial.number)
+  stop = threading.Event()
+
+  def beat():
+    while True:
+      storage.record_heartbeat(trial_id)
+      if stop.wait(seconds):
+        return
+
+  thread = threading.Thread(target=beat, daemon=True)
+  thread.start()
+  try:
+    yield
+  finally:
+    stop.set()
+    thread.join()
+
+
+def _run_one(study, storage, setup, total, heartbeat_seconds):
+  """Asks the study for a trial, runs it with heartbeats and tells its end: the trial as stored
+  (FrozenTrial), and whether another worker had already failed it as stale.
+
+  This is Optuna's optimize() for one trial but for the tell: optimize() raises "Cannot tell a
+  FAIL trial" when another worker has failed the trial meanwhile, while here the stored end
+  stands (skip_if_finished)."""
+  with warnings.catch_warnings():
+    # "Heartbeat of storage is supposed to be used with Study.optimize": the heartbeats here.
+    warnings.simplefilter("ignore", UserWarning)
+    trial = study.ask()
+  value, state, error = None, TrialState.COMPLETE, None
+  with heartbeats(storage, study, trial, heartbeat_seconds):
+    try:
+      value = _objective(study, setup, total, trial)
+    except optuna.TrialPruned:
+      state = TrialState.PRUNED
+    except (trials.TrialFailed, trials.TrialTakenOver, SurplusTrial):
+      state = TrialState.FAIL
+    except BaseException as e:  # Ctrl-C or a bug: the trial fails, and the error goes on.
+      state, error = TrialState.FAIL, e
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)  # Optuna's "already finished" notice.
+    frozen = study.tell(trial, value if state == TrialState.COMPLETE else None, state=state,
+                        skip_if_finished=True)
+  if error is not None:
+    raise error
+  taken_over = frozen.state == TrialState.FAIL and "reason" not in frozen.user_attrs and (
+      not frozen.user_attrs.get("surplus"))
+  return frozen, taken_over
+
+
+def run(study, storage, setup, total, heartbeat_seconds, report, log):
+  """Runs trials of `setup` in `study` (kept in `storage`, an RDBStorage with heartbeats) until
+  it holds `total` finished ones; report(study, frozen_trial) after each trial this worker ran,
+  log(line) while it waits for others or when another worker took over its trial."""
   waiting = False
   while True:
     with warnings.catch_warnings():
@@ -179,12 +246,17 @@ def run(study, setup, total, heartbeat_seconds, report, log):
     if finished >= total:
       return
     if finished + running < total:
-      study.optimize(objective, n_trials=1, catch=(trials.TrialFailed, SurplusTrial),
-                     callbacks=[report])
+      frozen, taken_over = _run_one(study, storage, setup, total, heartbeat_seconds)
+      if taken_over:
+        log(f"trial {frozen.number}: another worker failed it as stale (no heartbeat for "
+            f"{stale_seconds(heartbeat_seconds)} s); its trainer was stopped and its values "
+            "run again as a new trial")
+      report(study, frozen)
       waiting = False
       continue
     if not waiting:
       log(f"{finished} of {total} trials finished, {running} running elsewhere (or stale: "
-          f"failed {2 * heartbeat_seconds} s after their worker's last heartbeat): waiting")
+          f"failed {stale_seconds(heartbeat_seconds)} s after their worker's last heartbeat): "
+          "waiting")
       waiting = True
     time.sleep(heartbeat_seconds)

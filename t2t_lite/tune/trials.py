@@ -34,6 +34,11 @@ class TrialFailed(RunFailure):
   (recorded with the reason; the study goes on)."""
 
 
+class TrialTakenOver(T2TLiteError):
+  """This worker's running trial was failed as stale by another worker (its heartbeat came too
+  late): its trainer is stopped, and the trial runs again as a new one."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TrialSetup:
   """What every trial of a study shares: the trainer's flags but the sampled ones.
@@ -141,8 +146,9 @@ def _start(args, log):
 def _follow(process, trial, metric, log):
   """Copies the trainer's output to `log`, reports each evaluation's `metric` to `trial` and
   stops the trainer (SIGTERM) when the pruner says: (exit status, step pruned at or None,
-  its one-line error or else its last line of output)."""
-  pruned_at, last_line, error = None, "", ""
+  its one-line error or else its last line of output). A trial that another worker has failed
+  as stale meanwhile (its report refused) stops its trainer too: TrialTakenOver."""
+  pruned_at, last_line, error, taken_over = None, "", "", False
   try:
     for line in process.stdout:
       log.write(line)
@@ -150,13 +156,21 @@ def _follow(process, trial, metric, log):
       if line.startswith("t2t-lite-train: error:"):  # The trainer's one-line error.
         error = line.strip()
       evaluation = training_log.parse_eval_line(line)
-      if pruned_at is None and evaluation and metric in evaluation[1]:
+      if pruned_at is None and not taken_over and evaluation and metric in evaluation[1]:
         step, metrics = evaluation
-        trial.report(metrics[metric], step)
+        try:
+          trial.report(metrics[metric], step)
+        except optuna.exceptions.UpdateFinishedTrialError:  # Another worker failed it as stale.
+          taken_over = True
+          process.send_signal(signal.SIGTERM)
+          continue
         if trial.should_prune():
           pruned_at = step
           process.send_signal(signal.SIGTERM)
-    return process.wait(), pruned_at, error or last_line
+    code = process.wait()
+    if taken_over:
+      raise TrialTakenOver(f"trial {trial.number} was failed as stale by another worker")
+    return code, pruned_at, error or last_line
   finally:
     if process.poll() is None:  # Interrupted (Ctrl-C): the trainer saves and exits too.
       process.send_signal(signal.SIGTERM)
