@@ -1,17 +1,47 @@
-"""Replacing small files (hparams.json, run.json, manifests, vocabularies, shortlists) on any
-tf.io.gfile filesystem: write or copy to a temporary sibling, then rename over the target.
+"""Files on any tf.io.gfile filesystem: whether a path exists, and replacing small files
+(hparams.json, run.json, manifests, vocabularies, shortlists) by writing or copying to a
+temporary sibling, then renaming it over the target.
+
+A local path is looked at with os.path and a path with a scheme (gs://, s3://, ram://) with
+tf.io.gfile, imported only then: a tool checks the paths it was given before it loads
+TensorFlow, and refuses a mistyped one at once.
 
 Why not GFile(path, "w") / gfile.copy(overwrite=True) directly: on TensorFlow's ram://
 filesystem both append to an existing file instead of replacing it (TF 2.21), and anywhere a
 process killed mid-write would leave a truncated file that the next resume reads. A failed
 write (a full disk) removes the temporary file and raises a one-line RunFailure naming `path`.
 """
-import tensorflow as tf
+import os
 
 from t2t_lite.errors import RunFailure, reason
 
 
+def _gfile(path):
+  """tf.io.gfile for a path with a scheme (gs://, ram://, ...); None for a local one."""
+  if "://" not in str(path):
+    return None
+  import tensorflow as tf  # Only here: a local path needs no TensorFlow.
+  return tf.io.gfile
+
+
+def exists(path):
+  gfile = _gfile(path)
+  return gfile.exists(path) if gfile else os.path.exists(path)
+
+
+def isdir(path):
+  gfile = _gfile(path)
+  return gfile.isdir(path) if gfile else os.path.isdir(path)
+
+
+def listdir(path):
+  """The names in directory `path` (without a trailing "/", which some filesystems add)."""
+  gfile = _gfile(path)
+  return [name.rstrip("/") for name in (gfile.listdir(path) if gfile else os.listdir(path))]
+
+
 def _replace(path, fill):
+  import tensorflow as tf
   temp = path + ".tmp"
   try:
     if tf.io.gfile.exists(temp):
@@ -34,6 +64,8 @@ def write_text(path, text):
 
 def write_bytes(path, data):
   """Replaces `path` with `data`."""
+  import tensorflow as tf
+
   def fill(temp):
     with tf.io.gfile.GFile(temp, "wb") as f:
       f.write(data)
@@ -42,14 +74,15 @@ def write_bytes(path, data):
 
 def copy(source, path):
   """Replaces `path` with a copy of `source`."""
+  import tensorflow as tf
   _replace(path, lambda temp: tf.io.gfile.copy(source, temp))
-
 
 
 def make_dirs(path, name, error):
   """Creates directory `path` (and its parents); a file in the way or a write error (read-only
   file system, no permission) raises `error` (a T2TLiteError class) naming it as `name`."""
-  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+  import tensorflow as tf
+  if exists(path) and not isdir(path):
     raise error(f"{name} {path} is a file, not a directory")
   try:
     tf.io.gfile.makedirs(path)

@@ -1,16 +1,19 @@
 """Console scripts: thin shells that parse flags and call the library.
 
 Quiet TensorFlow on every tool, decided here because this runs before any tool imports
-TensorFlow (`import t2t_lite` does not): without `--verbose` (and unless the user set
-TF_CPP_MIN_LOG_LEVEL), TensorFlow's C++ log is limited to fatal errors, which hides the
-oneDNN / CPU-feature lines and the "failed call to cuInit" of a machine without a GPU, and
-TensorFlow is imported with file descriptor 2 pointed at /dev/null: the "Could not find cuda
-drivers" line is written by absl before its logging is initialised, which no setting reaches.
+TensorFlow (`import t2t_lite` does not): without `--verbose`, whatever TF_CPP_MIN_LOG_LEVEL
+the environment sets, TensorFlow's C++ log is limited to fatal errors (TF_CPP_MIN_LOG_LEVEL=3),
+which hides the oneDNN / CPU-feature lines and the "failed call to cuInit" of a machine without
+a GPU, and TensorFlow is imported with file descriptor 2 pointed at /dev/null: the "Could not
+find cuda drivers" and "All log messages before absl::InitializeLog()" lines are written before
+its logging is initialised, which no setting reaches. With `--verbose` nothing is changed: the
+user asked for TensorFlow's lines, at the level TF_CPP_MIN_LOG_LEVEL sets (all by default).
 Failures still reach the user: they are Python exceptions, printed by the tools as one line.
 
 TensorFlow is not imported here but where a tool first needs it (a finder on sys.meta_path
-runs that import quietly), so that a tool can refuse bad flags and settings, which need no
-TensorFlow, before paying for loading it.
+runs that import quietly), so that a tool refuses bad flags, names, settings and paths, which
+need no TensorFlow, before paying for loading it (seconds): the registries know their names
+without their plug-ins (registry.py), and a local path is checked with os.path (files.py).
 """
 import importlib.util
 import os
@@ -57,8 +60,7 @@ class _QuietLoader:
 
 
 def _quiet_tensorflow():
-  if ("--verbose" in sys.argv[1:] or "TF_CPP_MIN_LOG_LEVEL" in os.environ
-      or "tensorflow" in sys.modules):
+  if "--verbose" in sys.argv[1:] or "tensorflow" in sys.modules:
     return
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   sys.meta_path.insert(0, _QuietTensorFlowFinder())

@@ -18,17 +18,13 @@ import logging
 import os
 import sys
 
-import matplotlib  # noqa: E402
+from t2t_lite.bin import cli, flags
+from t2t_lite.decode.decode_settings import DecodeSettings
+from t2t_lite.errors import T2TLiteError
+from t2t_lite.rundir import run_files
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from t2t_lite.decode import translation  # noqa: E402
-from t2t_lite.bin import cli, flags  # noqa: E402
-from t2t_lite.errors import T2TLiteError  # noqa: E402
-from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
+# TensorFlow, matplotlib and the model are imported by the functions that use them: the flags,
+# --text and model_dir are checked first, without them.
 
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
 logger = logging.getLogger("t2t-lite-attention")
@@ -36,11 +32,15 @@ logger = logging.getLogger("t2t-lite-attention")
 
 def token_labels(tokenizer, ids):
   """One printable label per id: the token's text, "</s>" for EOS."""
+  from t2t_lite.data.tokenizers import EOS_ID
   return ["</s>" if i == EOS_ID else (tokenizer.decode([i]) or f"#{i}") for i in ids]
 
 
 def plot_heatmap(weights, row_labels, column_labels, title, path):
   """weights [rows, columns] -> a PNG at `path` (any tf.io.gfile path)."""
+  import matplotlib
+  matplotlib.use("Agg")  # Files; no display.
+  import matplotlib.pyplot as plt
   rows, columns = weights.shape
   size = (max(4.0, 0.35 * columns + 2.0), max(3.5, 0.35 * rows + 1.5))
   figure, axes = plt.subplots(figsize=size)
@@ -57,6 +57,8 @@ def plot_heatmap(weights, row_labels, column_labels, title, path):
     figure.savefig(local, dpi=100)
   else:
     import io
+
+    import tensorflow as tf
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     with tf.io.gfile.GFile(path, "wb") as f:
@@ -69,6 +71,8 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
 
   source_ids / target_ids: lists of ids, each ending in EOS.
   """
+  import numpy as np
+  import tensorflow as tf
   maps = model.attention_maps(tf.constant([source_ids], tf.int32),
                               tf.constant([target_ids], tf.int32))
   source_labels = token_labels(tokenizer, source_ids)
@@ -97,7 +101,7 @@ def parse_args(argv=None):
   parser.add_argument("--target", default=None,
                       help="the output to show (default: the model's own translation)")
   parser.add_argument("--output_dir", required=True, help="where the PNG files go")
-  flags.add_fields(parser, translation.DecodeSettings, ("beam_size", "alpha", "extra_length"))
+  flags.add_fields(parser, DecodeSettings, ("beam_size", "alpha", "extra_length"))
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -108,9 +112,11 @@ def main(argv=None):
   if not args.text.strip():
     return cli.fail("t2t-lite-attention", "--text is empty")
   try:
+    run_files.check_run_dir(args.model_dir)  # Before TensorFlow loads.
+    from t2t_lite.decode import translation
     translator = translation.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, precision=args.precision,
-        **flags.field_values(args, translation.DecodeSettings))
+        **flags.field_values(args, DecodeSettings))
   except T2TLiteError as e:
     return cli.fail("t2t-lite-attention", e, e.exit_status)
   if translator.loaded.hparams.architecture != "transformer":
@@ -123,6 +129,7 @@ def main(argv=None):
   if len(source_ids) > translator.max_input_length:
     print(f"t2t-lite-attention: warning: --text is longer than {translator.max_input_length} "
           "tokens: truncated", file=sys.stderr)
+    from t2t_lite.data.tokenizers import EOS_ID
     source_ids = source_ids[:translator.max_input_length - 1] + [EOS_ID]
   if args.target is None:
     (target,), _ = translator.translate([args.text])

@@ -13,9 +13,9 @@ import json
 import logging
 import sys
 
-from t2t_lite.train import averaging
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.rundir import run_files
 
 
 def parse_args(argv=None):
@@ -34,6 +34,8 @@ def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
   try:
+    run_files.check_run_dir(args.model_dir)  # As average_last does first; before TensorFlow.
+    from t2t_lite.train import averaging
     prefix = averaging.average_last(args.model_dir, args.num_last, args.output_dir)
   except T2TLiteError as e:
     return cli.fail("t2t-lite-avg-checkpoints", e, e.exit_status)

@@ -13,7 +13,6 @@ import logging
 import sys
 
 import t2t_lite
-from t2t_lite.data import preparation
 from t2t_lite.bin import cli, flags
 from t2t_lite.errors import T2TLiteError
 
@@ -49,8 +48,10 @@ def main(argv=None):
       print(name)
     return 0
   try:
+    # An unknown problem is refused before its plug-ins load TensorFlow (registry.py).
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
+    from t2t_lite.data import preparation
     stats = problem.prepare(args.data_dir, args.raw_dir, args.progress_seconds,
                             args.workers or preparation.default_workers())
   except T2TLiteError as e:

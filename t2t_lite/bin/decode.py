@@ -39,10 +39,9 @@ import time
 import tqdm
 
 from t2t_lite.bin import cli, flags, text_lines
-from t2t_lite.data import scoring
-from t2t_lite.decode import search, translation
-from t2t_lite.decode.translation import DecodingError
+from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.rundir import run_files
 
 PROG = "t2t-lite-decode"
 logger = logging.getLogger(PROG)
@@ -58,7 +57,7 @@ def parse_args(argv):
                            "of the best outputs")
   parser.add_argument("--evalb_report", default=None,
                       help="parsing, with --reference_file: write EVALB's per-sentence report here")
-  flags.add_fields(parser, translation.DecodeSettings)
+  flags.add_fields(parser, DecodeSettings)
   parser.add_argument("--with_alignments", action="store_true",
                       help="append ' ||| ' and each output's word alignment to its source, "
                            "Pharaoh pairs 's-t' of 0-based word indices (from the last decoder "
@@ -98,6 +97,7 @@ def output_lines(results, n_best, with_alignments, first=0):
   "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (the
   results' first line is line `first`; slots the search could not fill left out); with
   alignments, " ||| s-t ..." after the output."""
+  from t2t_lite.decode import beam_search
   lines = []
   for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"]), first):
     alignments = (results["alignments"][i - first] if with_alignments
@@ -106,7 +106,7 @@ def output_lines(results, n_best, with_alignments, first=0):
       if n_best == 1:
         lines.append(output if links is None else f"{output} ||| {links}")
         break
-      if score > search.beam_search.NEG_INF / 2:
+      if score > beam_search.NEG_INF / 2:
         line = f"{i} ||| {output} ||| {score:.6f}"
         lines.append(line if links is None else f"{line} ||| {links}")
   return lines
@@ -130,7 +130,8 @@ def main(argv=None):
   interactive = args.interactive or (args.input_file == "-" and sys.stdin is not None
                                      and sys.stdin.isatty())
   try:
-    text_lines.check_output_file(args.output_file)
+    _check_paths(args)
+    from t2t_lite.decode import translation
     done, keep = text_lines.lines_done(args.output_file) if args.continue_output else (0, None)
     total = text_lines.count_lines(args.input_file)
     windows, lines, references = _input(args, interactive, done)
@@ -138,7 +139,7 @@ def main(argv=None):
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
-        **flags.field_values(args, translation.DecodeSettings))
+        **flags.field_values(args, DecodeSettings))
     if args.target_prefix:
       translator.check_forcing()
     if args.constraints:  # The first window's phrases, before anything is written.
@@ -173,6 +174,16 @@ def main(argv=None):
   return 0
 
 
+def _check_paths(args):
+  """Refuses a bad output file, a model_dir without a run or a missing input file before any
+  is read: these checks need no TensorFlow, which reading the input and the model load."""
+  text_lines.check_output_file(args.output_file)
+  for model_dir in args.model_dir:
+    run_files.check_run_dir(model_dir)
+  for path in filter(None, (args.input_file, args.reference_file)):
+    text_lines.check_input_file(path)
+
+
 def _input(args, interactive, done):
   """(the input's windows, and with --reference_file all its lines and the references)."""
   if not args.reference_file:
@@ -181,6 +192,7 @@ def _input(args, interactive, done):
   lines = text_lines.read_lines(args.input_file)
   references = text_lines.read_lines(args.reference_file)
   if len(references) != len(lines):  # Scores need every output: the input is read whole.
+    from t2t_lite.data import scoring
     raise scoring.MetricError(f"{args.reference_file} has {len(references)} lines but "
                               f"{args.input_file} has {len(lines)}")
   windows = [lines[i:i + args.window] for i in range(0, len(lines), args.window)]

@@ -22,8 +22,9 @@ import argparse
 import logging
 import sys
 
-from t2t_lite.decode import ctranslate2_export, export, translation
 from t2t_lite.bin import cli, flags
+from t2t_lite.decode import export_checks
+from t2t_lite.decode.decode_settings import DecodeSettings
 from t2t_lite.errors import T2TLiteError
 
 
@@ -34,7 +35,7 @@ def parse_args(argv):
                       help="TF Serving's --model_base_path: the export goes to a new "
                            "<export_dir>/<version>/ (--format=ctranslate2: the model directory "
                            "itself, new or empty)")
-  flags.add_fields(parser, translation.DecodeSettings)
+  flags.add_fields(parser, DecodeSettings)
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut to this many tokens, EOS included "
                            "(default: hparams max_length)")
@@ -50,7 +51,7 @@ def parse_args(argv):
                       help="savedmodel: TF Serving's versioned SavedModel; ctranslate2: a "
                            "CTranslate2 model directory (docs/serving.md)")
   parser.add_argument("--quantization", default=None,
-                      choices=list(ctranslate2_export.QUANTIZATIONS),
+                      choices=list(export_checks.QUANTIZATIONS),
                       help="--format=ctranslate2: the weights' type (default none: float32)")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
@@ -68,22 +69,31 @@ def main(argv=None):
 
 
 def _export(args):
-  """The export --format asks for -> its path."""
-  settings = flags.field_values(args, translation.DecodeSettings)
+  """The export --format asks for -> its path. Its settings, export_dir and model_dir are
+  checked before the export's modules load TensorFlow, by the check the export itself runs
+  first (export_checks.py), so that the tool refuses at once and as the Python API does."""
+  settings = flags.field_values(args, DecodeSettings)
+  model_dir = flags.model_dirs(args)
   if args.format == "ctranslate2":
     if args.target_prefix or args.constraints:
-      raise export.ExportError("--target_prefix and --constraints are SavedModel signatures; "
-                               "CTranslate2 takes target_prefix= in translate_batch and has no "
-                               "lexical constraints")
+      raise export_checks.ExportError(
+          "--target_prefix and --constraints are SavedModel signatures; CTranslate2 takes "
+          "target_prefix= in translate_batch and has no lexical constraints")
+    export_checks.check_ctranslate2_export(
+        model_dir, args.export_dir, quantization=args.quantization or "none",
+        precision=args.precision, with_alignments=args.with_alignments, **settings)
+    from t2t_lite.decode import ctranslate2_export
     return ctranslate2_export.export_model_dir(
-        flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
+        model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
         quantization=args.quantization or "none", max_input_length=args.max_input_length,
         with_alignments=args.with_alignments, precision=args.precision, **settings)
   if args.quantization is not None:
-    raise export.ExportError("--quantization is --format=ctranslate2's: a SavedModel computes in "
-                             "--precision")
+    raise export_checks.ExportError("--quantization is --format=ctranslate2's: a SavedModel "
+                                    "computes in --precision")
+  export_checks.check_saved_model_export(model_dir, args.export_dir, args.precision)
+  from t2t_lite.decode import export
   return export.export_model_dir(
-      flags.model_dirs(args), args.export_dir, checkpoint_path=args.checkpoint_path,
+      model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
       max_input_length=args.max_input_length, precision=args.precision,
       with_alignments=args.with_alignments, with_prefix=args.target_prefix,
       with_constraints=args.constraints, **settings)

@@ -71,7 +71,9 @@ def field_values(args, cls):
 def add_verbose_flag(parser):
   """--verbose: read by t2t_lite/bin/__init__.py before TensorFlow is imported."""
   parser.add_argument("--verbose", action="store_true",
-                      help="show TensorFlow's own log (start-up, CUDA probing, C++ warnings)")
+                      help="show TensorFlow's own log (start-up, CUDA probing, C++ warnings), "
+                           "at the level TF_CPP_MIN_LOG_LEVEL sets (default: all); without "
+                           "--verbose it is hidden, whatever TF_CPP_MIN_LOG_LEVEL says")
 
 
 def add_problem_settings_flag(parser):

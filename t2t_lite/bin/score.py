@@ -23,9 +23,10 @@ import math
 import sys
 
 from t2t_lite.bin import cli, flags
-from t2t_lite.bin.text_lines import check_output_file, read_lines, write_lines
-from t2t_lite.decode import translation
+from t2t_lite.bin.text_lines import check_input_file, check_output_file, read_lines, write_lines
+from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError
 from t2t_lite.errors import T2TLiteError
+from t2t_lite.rundir import run_files
 
 PROG = "t2t-lite-score"
 logger = logging.getLogger(PROG)
@@ -41,7 +42,7 @@ def parse_args(argv):
                        help="Moses n-best lines 'i ||| output ||| score' (i: the source line, "
                             "0-based), e.g. t2t-lite-decode --n_best's")
   parser.add_argument("--output_file", default="-", help="- = stdout")
-  flags.add_fields(parser, translation.DecodeSettings, ("alpha",))  # the score's penalty
+  flags.add_fields(parser, DecodeSettings, ("alpha",))  # the score's penalty
   parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
@@ -53,21 +54,21 @@ def read_pairs(args):
   if args.target_file:
     targets = read_lines(args.target_file)
     if len(targets) != len(sources):
-      raise translation.DecodingError(f"{args.target_file} has {len(targets)} lines but "
-                                      f"{args.source_file} has {len(sources)}")
+      raise DecodingError(f"{args.target_file} has {len(targets)} lines but "
+                          f"{args.source_file} has {len(sources)}")
     return sources, targets, None
   nbest = read_lines(args.nbest_file)
   pairs = []
   for number, line in enumerate(nbest, 1):
     fields = line.split(" ||| ")
     if len(fields) < 2 or not fields[0].strip().isdigit() or int(fields[0]) >= len(sources):
-      raise translation.DecodingError(
+      raise DecodingError(
           f"{args.nbest_file}:{number}: not an n-best line 'i ||| output ||| ...' with i < "
           f"{len(sources)}, the lines of {args.source_file}")
     if len(fields) < 3 or not _is_number(fields[2]):
       what = f"score {fields[2]!r} is not a number" if len(fields) > 2 else "no score"
-      raise translation.DecodingError(f"{args.nbest_file}:{number}: {what}: Moses n-best lines "
-                                      "are 'i ||| output ||| score'")
+      raise DecodingError(f"{args.nbest_file}:{number}: {what}: Moses n-best lines are 'i ||| "
+                          "output ||| score'")
     pairs.append((sources[int(fields[0])], fields[1]))
   return [s for s, _ in pairs], [t for _, t in pairs], nbest
 
@@ -84,11 +85,18 @@ def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
   try:
+    # The paths first: checking them needs no TensorFlow, which reading the files and loading
+    # the model import.
     check_output_file(args.output_file)
+    for model_dir in args.model_dir:
+      run_files.check_run_dir(model_dir)
+    for path in (args.source_file, args.target_file or args.nbest_file):
+      check_input_file(path)
     sources, targets, nbest = read_pairs(args)
+    from t2t_lite.decode import translation
     translator = translation.Translator.from_model_dir(
         flags.model_dirs(args), args.checkpoint_path, precision=args.precision,
-        **flags.field_values(args, translation.DecodeSettings))
+        **flags.field_values(args, DecodeSettings))
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:

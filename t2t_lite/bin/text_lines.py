@@ -2,16 +2,17 @@
 whole or a window at a time, checked to be UTF-8 text (invalid bytes replaced, with a count and
 a warning), and outputs written as they come, so that an interrupted decode keeps every line
 it finished and can go on after them. t2t-lite-decode and t2t-lite-score read and write
-through here.
+through here. The checks of the paths (check_input_file, check_output_file) need no
+TensorFlow for a local path, so that a tool makes them before it loads it; the reads and writes
+import it (tf.io.gfile) where they run.
 """
 import logging
 import os
 import re
 import sys
 
-import tensorflow as tf
-
-from t2t_lite.decode.translation import DecodingError
+from t2t_lite import files
+from t2t_lite.decode.decode_settings import DecodingError
 
 logger = logging.getLogger("t2t-lite-decode")
 # A file is text when at most this share of its characters are invalid UTF-8 (each maximal
@@ -68,10 +69,16 @@ def _raw_lines(path):
       for line in iter(stream.readline, ""):
         yield line.encode("utf-8", errors="surrogateescape")
     return
-  if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f"{path} does not exist")
+  check_input_file(path)
+  import tensorflow as tf
   with tf.io.gfile.GFile(path, "rb") as f:
     yield from iter(f.readline, b"")
+
+
+def check_input_file(path):
+  """Refuses (FileNotFoundError) an input file that does not exist; "-" (stdin) passes."""
+  if path != "-" and not files.exists(path):
+    raise FileNotFoundError(f"{path} does not exist")
 
 
 def _decoded(raw, first_number, name, invalid):
@@ -105,6 +112,7 @@ def write_lines(path, lines):
     sys.stdout.write(text)
     sys.stdout.flush()
   else:
+    import tensorflow as tf
     with tf.io.gfile.GFile(path, "w") as f:
       f.write(text)
 
@@ -131,6 +139,7 @@ class StreamedOutput:
     self.file.flush()
 
   def _open(self):
+    import tensorflow as tf
     if self.keep is None:
       return tf.io.gfile.GFile(self.path, "w")
     if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
@@ -153,7 +162,7 @@ class StreamedOutput:
 def lines_done(path):
   """--continue_output: (the number of complete lines of an earlier output file, their bytes);
   (0, 0) without one."""
-  if path == "-" or not tf.io.gfile.exists(path):
+  if path == "-" or not files.exists(path):
     return 0, 0
   count, complete, _ = _newlines(path)
   return count, complete
@@ -161,7 +170,7 @@ def lines_done(path):
 
 def count_lines(path):
   """The number of lines of a file (None for stdin)."""
-  if path == "-" or not tf.io.gfile.exists(path):
+  if path == "-" or not files.exists(path):
     return None
   count, complete, size = _newlines(path)
   return count + (size > complete)  # a last line without its newline counts too
@@ -170,6 +179,7 @@ def count_lines(path):
 def _newlines(path):
   """(newlines in a file, the offset just after its last one, its size), read in chunks: the
   file is never held whole (an output of millions of lines, say)."""
+  import tensorflow as tf
   count = complete = size = 0
   with tf.io.gfile.GFile(path, "rb") as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -186,9 +196,9 @@ def check_output_file(path):
   if path == "-":
     return
   directory = os.path.dirname(path) or "."
-  if not tf.io.gfile.isdir(directory):
+  if not files.isdir(directory):
     raise DecodingError(f"--output_file {path}: directory {directory} does not exist")
-  if tf.io.gfile.isdir(path):
+  if files.isdir(path):
     raise DecodingError(f"--output_file {path} is a directory")
 
 

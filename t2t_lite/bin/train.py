@@ -70,15 +70,18 @@ def main(argv=None):
     cli.print_registered()
     return 0
   cli.configure_logging(args.verbose, logging.INFO, "%(message)s")
-  for name in default_dirs(args):
-    print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
+  chosen = default_dirs(args)
   try:
-    # The hparams and the options first: checking them needs no TensorFlow, which the
-    # problems (their plug-ins) and the trainer load.
+    # The names, the hparams and the options first: checking them needs no TensorFlow, which
+    # the problems (their plug-ins) and the trainer load.
+    t2t_lite.registry.PROBLEMS.check(args.problem)
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
     config = TrainConfig(**flags.field_values(args, TrainConfig))
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
+    # Said once the command is known to be good: a refused one prints nothing but its error.
+    for name in chosen:
+      print(f"{name}: {getattr(args, name)} (default; set --{name} to choose)", flush=True)
     from t2t_lite.data import preparation
     from t2t_lite.train import trainer
     result = trainer.train(

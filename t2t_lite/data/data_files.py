@@ -9,14 +9,14 @@
                                       presence means "prepared"
     raw/                              raw inputs a problem downloads (its default raw_dir)
 
-Everything goes through tf.io.gfile (local, gs://, ram://). The run directory copies the vocabulary
-and the manifest (t2t_lite/rundir/run_files.py), so both sides take the names from here.
+Everything goes through tf.io.gfile (local, gs://, ram://), imported where it is used, so that
+the names here (and run_files', which takes them) are known without TensorFlow. The run
+directory copies the vocabulary and the manifest (t2t_lite/rundir/run_files.py), so both sides
+take the names from here.
 """
 import hashlib
 import json
 import os
-
-import tensorflow as tf
 
 from t2t_lite import files
 
@@ -33,8 +33,9 @@ def manifest_path(directory):
 
 def read_manifest(directory):
   """The manifest of a prepared data_dir (or of a run directory's copy), None without one."""
+  import tensorflow as tf
   path = manifest_path(directory)
-  if not tf.io.gfile.exists(path):
+  if not files.exists(path):
     return None
   with tf.io.gfile.GFile(path) as f:
     return json.loads(f.read())
@@ -50,12 +51,14 @@ def vocab_path(data_dir, name=SENTENCEPIECE_VOCAB_FILE):
 
 def vocab_files(directory):
   """The vocabulary files of a data_dir or run directory, sorted ([] for fixed vocabularies)."""
+  import tensorflow as tf
   return sorted(tf.io.gfile.glob(os.path.join(directory, VOCAB_PATTERN)))
 
 
 def vocab_checksum(directory):
   """sha256 over the names and bytes of directory's vocabulary files ("" when it has none):
   two vocabularies of the same size but other pieces give other ids for the same text."""
+  import tensorflow as tf
   digest = hashlib.sha256()
   paths = vocab_files(directory)
   for path in paths:
@@ -70,6 +73,7 @@ def record_path(data_dir, split, index, count):
 
 def record_paths(data_dir, split=None):
   """The TFRecord files of `split` (every split when None), sorted."""
+  import tensorflow as tf
   pattern = f"{split}-*-of-*.tfrecord" if split else "*.tfrecord"
   return sorted(tf.io.gfile.glob(os.path.join(data_dir, pattern)))
 
@@ -80,6 +84,7 @@ def pairs_path(data_dir, split):
 
 def prepared_files(data_dir):
   """What preparation writes into data_dir (existing ones): for removing a failed attempt."""
+  import tensorflow as tf
   names = vocab_files(data_dir) + record_paths(data_dir)
   names += tf.io.gfile.glob(os.path.join(data_dir, "*.pairs.jsonl"))
   names += tf.io.gfile.glob(os.path.join(data_dir, "*.tmp"))

@@ -40,11 +40,11 @@ import numpy as np
 
 from t2t_lite.data import data_files
 from t2t_lite.decode import loading, translation
-from t2t_lite.errors import RunFailure, T2TLiteError, reason
+from t2t_lite.decode.export_checks import CTranslate2ExportError, check_ctranslate2_export
+from t2t_lite.errors import RunFailure, reason
 from t2t_lite.modeling.embedding import sinusoid_positions
 from t2t_lite.modeling.transformer import LAYER_NORM_EPSILON
 
-QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_bfloat16", "float16", "bfloat16")
 SENTENCEPIECE_FILE = "sentencepiece.model"
 SETTINGS_FILE = "t2t_lite_export.json"
 INSTALL = "pip install -e '.[ctranslate2]'"
@@ -58,10 +58,6 @@ _NO_PENALTY = 1e-9
 # all of Multi30k's test_2016_flickr (1 gave 98.5%): ours can find its best after beam_size
 # hypotheses have finished.
 PATIENCE = 2
-
-
-class CTranslate2ExportError(T2TLiteError, ValueError):
-  """A CTranslate2 export refused: a setting it cannot carry, or a bad export_dir (one line)."""
 
 
 def require_ctranslate2():
@@ -147,8 +143,8 @@ def model_spec(model, tokens, position_length):
 
 
 def save(spec, directory, quantization="none", vmap=None):
-  """Writes `spec` (quantized: QUANTIZATIONS) as a CTranslate2 model directory, which must not
-  exist yet; `vmap`: an optional vocabulary map file. Returns directory."""
+  """Writes `spec` (quantized: export_checks.QUANTIZATIONS) as a CTranslate2 model directory,
+  which must not exist yet; `vmap`: an optional vocabulary map file. Returns directory."""
   if vmap is not None:
     spec.register_vocabulary_mapping(vmap)
   spec.validate()
@@ -158,57 +154,20 @@ def save(spec, directory, quantization="none", vmap=None):
   return directory
 
 
-def check_export_dir(export_dir):
-  """Refuses an export_dir that is not a local path, is a file, or a directory that holds
-  anything: the model directory is written whole, into nothing else."""
-  if "://" in export_dir:
-    raise CTranslate2ExportError(f"export_dir {export_dir}: CTranslate2 writes and reads local "
-                                 "directories only")
-  if os.path.isfile(export_dir):
-    raise CTranslate2ExportError(f"export_dir {export_dir} is a file, not a directory")
-  names = sorted(os.listdir(export_dir)) if os.path.isdir(export_dir) else []
-  if names:
-    raise CTranslate2ExportError(f"export_dir {export_dir} is not empty ({len(names)} entries, "
-                                 f"e.g. {names[0]}): a CTranslate2 model directory is written "
-                                 "into a new or empty directory")
-
-
-def _check_settings(model_dir, settings, with_alignments, precision):
-  """What a CTranslate2 model directory cannot carry, refused in one line (before loading)."""
-  refused = [
-      (isinstance(model_dir, (list, tuple)) and len(model_dir) > 1,
-       "an ensemble (--model_dir given more than once): export one model_dir, e.g. an averaged "
-       "one"),
-      (settings.get("sample"), "--sample: sampling is a translate_batch option "
-                               "(sampling_topk, sampling_temperature), not part of the model"),
-      (settings.get("shortlist"), "--shortlist: CTranslate2's vocabulary map (use_vmap) is "
-                                  "its own; bench/ctranslate2_decode.py writes one"),
-      (with_alignments, "--with_alignments: CTranslate2 gives attention (return_attention), "
-                        "not our word alignments"),
-      (precision not in ("auto", "none"), f"--precision={precision}: CTranslate2 chooses its "
-                                          "compute type when it loads; give --quantization"),
-  ]
-  for bad, message in refused:
-    if bad:
-      raise CTranslate2ExportError(f"--format=ctranslate2 with {message}")
-
-
 def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, quantization="none",
                      max_input_length=None, with_alignments=False, precision="auto",
                      **settings):
   """Writes the model trained in model_dir, from the checkpoint `checkpoint_path` names (as
   t2t-lite-decode and the SavedModel export: loading.py), as a CTranslate2 model directory
-  export_dir (new or empty), with its weights quantized as `quantization` (QUANTIZATIONS).
-  `settings`: DecodeSettings' fields, resolved as t2t-lite-decode resolves them, recorded in
-  t2t_lite_export.json; max_input_length (default: hparams max_length) and extra_length decide
-  how many sinusoid positions are kept. Returns export_dir. Everything is checked before
-  anything is written, and a failed write leaves nothing behind."""
+  export_dir (new or empty), with its weights quantized as `quantization`
+  (export_checks.QUANTIZATIONS). `settings`: DecodeSettings' fields, resolved as
+  t2t-lite-decode resolves them, recorded in t2t_lite_export.json; max_input_length (default:
+  hparams max_length) and extra_length decide how many sinusoid positions are kept. Returns
+  export_dir. Everything is checked before anything is written (export_checks.py first), and a
+  failed write leaves nothing behind."""
   ctranslate2 = require_ctranslate2()
-  if quantization not in QUANTIZATIONS:
-    raise CTranslate2ExportError(f"quantization {quantization!r} is not one of "
-                                 f"{', '.join(QUANTIZATIONS)}")
-  check_export_dir(export_dir)
-  _check_settings(model_dir, settings, with_alignments, precision)
+  check_ctranslate2_export(model_dir, export_dir, quantization=quantization, precision=precision,
+                           with_alignments=with_alignments, **settings)
   if isinstance(model_dir, (list, tuple)):
     model_dir = model_dir[0]
   loaded = loading.load(model_dir, checkpoint_path, "none")
@@ -287,7 +246,7 @@ def _write(spec, export_dir, quantization, record, sentencepiece_model):
     with open(os.path.join(temp, SETTINGS_FILE), "w") as f:
       f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
     if existed:
-      os.rmdir(export_dir)  # Empty (check_export_dir): renamed over below.
+      os.rmdir(export_dir)  # Empty (check_ctranslate2_export): renamed over below.
     os.rename(temp, export_dir)
   except OSError as e:  # A full disk, a quota: nothing half-written stays.
     shutil.rmtree(temp, ignore_errors=True)

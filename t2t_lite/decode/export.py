@@ -35,7 +35,6 @@ links in; it is not XLA-compiled (see `TranslationModule`).
 import json
 import logging
 import os
-import re
 
 import keras
 import numpy as np
@@ -43,17 +42,13 @@ import tensorflow as tf
 
 from t2t_lite import files
 from t2t_lite.decode import translation
-from t2t_lite.errors import RunFailure, T2TLiteError, reason
+from t2t_lite.decode.export_checks import (VERSION, ExportError, check_export_base,
+                                           check_saved_model_export)
+from t2t_lite.errors import RunFailure, reason
 from t2t_lite.modeling import mixed_precision
 
 SETTINGS_FILE = "t2t_lite_export.json"  # Written to <version>/assets.extra/ for the record.
-_VERSION = re.compile(r"^\d+$")
-_TEMP = re.compile(r"^\.tmp-\d+$")  # A version being written (`save`).
 logger = logging.getLogger(__name__)
-
-
-class ExportError(T2TLiteError, ValueError):
-  """A bad export setting or export_dir (one-line message)."""
 
 
 class TranslationModule(tf.Module):
@@ -145,7 +140,7 @@ def next_version(export_dir):
   if not tf.io.gfile.isdir(export_dir):
     return 1
   versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
-              if _VERSION.match(name.rstrip("/"))]
+              if VERSION.match(name.rstrip("/"))]
   return max(versions, default=0) + 1
 
 
@@ -161,7 +156,7 @@ def save(module, export_dir, extra_info=None):
   The SavedModel is written to a temporary sibling first and renamed, so that TF Serving, which
   polls export_dir, never loads a half-written version.
   """
-  _check_export_base(export_dir)
+  check_export_base(export_dir)
   existed = tf.io.gfile.isdir(export_dir)
   files.make_dirs(export_dir, "export_dir", ExportError)
   version = next_version(export_dir)
@@ -232,11 +227,7 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   """
   # Before the model is loaded: a bad export_dir fails at once (created by `save` only once
   # there is a model to write, so a failed export leaves nothing behind).
-  _check_export_base(export_dir)
-  if precision == "int8":
-    raise ExportError("--precision=int8 decodes with XLA-compiled matmuls that TF Serving runs "
-                      "only with --xla_cpu_compilation_enabled; export none or bf16, or "
-                      "--format=ctranslate2 --quantization=int8")
+  check_saved_model_export(model_dir, export_dir, precision)
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
       jit_compile=jit_compile, with_alignments=with_alignments, portable=True, **settings)
@@ -249,19 +240,3 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
       "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.computing(),
       "problem": loaded.problem.name})
 
-
-def _check_export_base(export_dir):
-  """Refuses an export_dir that is a file, or a directory that holds anything but versions
-  (integer-named directories, and what an export that did not finish left): a data_dir or a
-  model_dir given by mistake would get a SavedModel among its files."""
-  if not tf.io.gfile.exists(export_dir):
-    return
-  if not tf.io.gfile.isdir(export_dir):
-    raise ExportError(f"export_dir {export_dir} is a file, not a directory")
-  names = sorted(entry.rstrip("/") for entry in tf.io.gfile.listdir(export_dir))
-  others = [name for name in names if not _TEMP.match(name) and not (
-      _VERSION.match(name) and tf.io.gfile.isdir(os.path.join(export_dir, name)))]
-  if others:
-    raise ExportError(f"export_dir {export_dir} holds {len(others)} entries that are not export "
-                      f"versions (e.g. {others[0]}): it is not an export base, whose only entries "
-                      "are <version>/ directories; give a new or empty directory")

@@ -24,15 +24,16 @@ Layout (everything through tf.io.gfile: local, gs://, ram://):
   shortlist.npz      the vocabulary shortlist decoding builds from the training data the first
                      time it is asked for one (t2t_lite/decode/shortlist.py).
 
-`read_run` reads the run files once; `check_resume` compares them with a new run's before any
-byte of the directory changes; `write_run_files` writes them.
+`check_run_dir` refuses a directory without run files, which every tool that reads a run checks
+first; `read_run` reads the run files once; `check_resume` compares them with a new run's before
+any byte of the directory changes; `write_run_files` writes them. TensorFlow (tf.io.gfile) is
+imported by the functions that read or write a file, not here: the names and `check_run_dir`
+serve a tool before it loads TensorFlow (t2t_lite/files.py looks at a local path with os.path).
 """
 import dataclasses
 import json
 import os
 from typing import Optional
-
-import tensorflow as tf
 
 from t2t_lite import files
 from t2t_lite.data import data_files
@@ -72,6 +73,7 @@ def worker_temp_dir(model_dir, task_type, task_id):
 
 
 def read_json(file_path):
+  import tensorflow as tf
   with tf.io.gfile.GFile(file_path) as f:
     return json.loads(f.read())
 
@@ -91,16 +93,29 @@ class SavedRun:
   def require_hparams(self):
     """hparams.json's HParams; a RunDirError naming the file when there is none."""
     if self.hparams is None:
-      raise RunDirError(f"{path(self.model_dir, HPARAMS_FILE)} is missing: is {self.model_dir} "
-                        "a t2t-lite-train model_dir?")
+      raise _missing(self.model_dir, HPARAMS_FILE)
     return self.hparams
 
   def require_problem(self):
     """run.json's problem name; a RunDirError naming the file when there is none."""
     if not self.problem:
-      raise RunDirError(f"{path(self.model_dir, RUN_FILE)} is missing: is {self.model_dir} a "
-                        "t2t-lite-train model_dir?")
+      raise _missing(self.model_dir, RUN_FILE)
     return self.problem
+
+
+def _missing(model_dir, name):
+  return RunDirError(f"{path(model_dir, name)} is missing: is {model_dir} a t2t-lite-train "
+                     "model_dir?")
+
+
+def check_run_dir(model_dir):
+  """Refuses (RunDirError, as SavedRun.require_hparams and require_problem would after
+  loading) a model_dir without the hparams.json and run.json that decoding, scoring, export,
+  averaging and attention pictures read: a mistyped --model_dir, refused before TensorFlow
+  loads."""
+  for name in (HPARAMS_FILE, RUN_FILE):
+    if not files.exists(path(model_dir, name)):
+      raise _missing(model_dir, name)
 
 
 def read_run(model_dir):
@@ -108,8 +123,8 @@ def read_run(model_dir):
   hparams_path, run_path = path(model_dir, HPARAMS_FILE), path(model_dir, RUN_FILE)
   manifest = data_files.read_manifest(model_dir) or {}
   return SavedRun(
-      model_dir, HParams.load(hparams_path) if tf.io.gfile.exists(hparams_path) else None,
-      read_json(run_path) if tf.io.gfile.exists(run_path) else {},
+      model_dir, HParams.load(hparams_path) if files.exists(hparams_path) else None,
+      read_json(run_path) if files.exists(run_path) else {},
       manifest.get("settings", {}))
 
 
@@ -186,12 +201,13 @@ def _copy_vocabulary(source_dir, model_dir):
 
 
 def _copy_if_present(name, source_dir, model_dir):
-  if tf.io.gfile.exists(path(source_dir, name)):
+  if files.exists(path(source_dir, name)):
     files.copy(path(source_dir, name), path(model_dir, name))
 
 
 def write_run_files(model_dir, hparams, run_info, data_dir=None):
   """hparams.json, run.json, and the vocabulary and manifest copied from data_dir."""
+  import tensorflow as tf
   tf.io.gfile.makedirs(model_dir)
   hparams.save(path(model_dir, HPARAMS_FILE))
   vocab_files = []
@@ -207,6 +223,7 @@ def copy_run_files(model_dir, output_dir):
   """Copies model_dir's files other than checkpoints (hparams.json, run.json, manifest.json,
   the vocabulary, a shortlist) into output_dir, which then loads like model_dir (e.g. averaged
   weights)."""
+  import tensorflow as tf
   tf.io.gfile.makedirs(output_dir)
   for name in (HPARAMS_FILE, RUN_FILE, MANIFEST_FILE, SHORTLIST_FILE):
     _copy_if_present(name, model_dir, output_dir)
@@ -222,4 +239,4 @@ def write_best_record(model_dir, record):
 def read_best_record(model_dir):
   """best/best.json of a run, None when it has kept no best model."""
   best = path(path(model_dir, BEST_DIR), BEST_FILE)
-  return read_json(best) if tf.io.gfile.exists(best) else None
+  return read_json(best) if files.exists(best) else None

@@ -139,6 +139,7 @@ def average_last(model_dir, num_last, output_dir):
   output_dir also gets model_dir's hparams.json, run.json, manifest.json and vocabulary
   files, so it is a model_dir that t2t-lite-decode and t2t-lite-export accept as it is.
   """
+  run_files.check_run_dir(model_dir)  # Its run files are copied and its model built.
   return average(model_dir, last_checkpoints(model_dir, num_last), output_dir)
 
 
