@@ -28,6 +28,25 @@ def run_tool(tool, *args, stdin=subprocess.DEVNULL, timeout=300):
   return run.returncode, run.stdout, run.stderr
 
 
+def start_tool(tool, *args, stdin=subprocess.DEVNULL, text=True):
+  """`python -m t2t_lite.bin.<tool> args` started, for finish(): the independent tools of one
+  test run side by side (that saves the test's wall time, not CPU)."""
+  return subprocess.Popen([sys.executable, "-m", f"t2t_lite.bin.{tool}", *map(str, args)],
+                          env=ENV, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=text)
+
+
+def finish(process, stdin=None, timeout=300):
+  """(exit status, stdout, stderr) of a start_tool process, `stdin` written to it first."""
+  try:
+    out, err = process.communicate(stdin, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.communicate()
+    raise
+  return process.returncode, out, err
+
+
 def assert_one_line(err, prog, *parts):
   """stderr ends with one `prog: error: ...` line holding `parts` (log lines may come first)."""
   errors = [line for line in err.splitlines() if line.startswith(f"{prog}: error: ")]
@@ -86,17 +105,21 @@ def test_train_refuses_a_bad_hparam_before_writing_anything(tmp_path):
 
 
 # ------------------------------------------------------------------------------ quiet tools
-def test_tools_print_no_tensorflow_noise_unless_verbose(tmp_path):
-  # Refused once TensorFlow is loaded (the problem's plug-in imports it to read its settings);
-  # what a tool refuses before loading it is in tests/test_refusals.py.
+def test_a_problem_setting_out_of_range_is_refused_before_anything_without_tensorflow_noise(
+    tmp_path):
+  """Without --verbose, the tool prints its one line and none of TensorFlow's; with it, they
+  are back. Refused once TensorFlow is loaded (the problem's plug-in imports it to read its
+  settings), so that TensorFlow has had its say; what a tool refuses before loading it is in
+  tests/test_refusals.py."""
   flags = ["--problem=algorithmic_reverse", "--problem_settings=num_symbols=-3",
            f"--data_dir={tmp_path}/data", f"--model_dir={tmp_path}/model"]
-  quiet = run_tool("train", *flags)
-  loud = run_tool("train", *flags, "--verbose")
+  quiet, loud = start_tool("train", *flags), start_tool("train", *flags, "--verbose")
+  quiet, loud = finish(quiet), finish(loud)
   message = "t2t-lite-train: error: algorithmic_reverse: num_symbols must be >= 1, got -3\n"
   assert quiet == (2, "", message)
   assert loud[0] == 2 and loud[2].endswith(message)
   assert "cpu_feature_guard" in loud[2] or "cuda" in loud[2].lower()  # TF's own lines are back
+  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
 
 
 # ------------------------------------------------------------------------------ data
@@ -258,18 +281,20 @@ def test_decode_invalid_utf8_in_a_file_and_on_stdin_is_replaced_with_a_warning(m
                                                                              tmp_path):
   lines = b"a man rides\nthe \xff dog\n\x80\n"
   (tmp_path / "in.txt").write_bytes(lines)
-  code, out, err = run_tool("decode", "--model_dir", model_dirs["small"], "--input_file",
-                            tmp_path / "in.txt", "--no_progress")
+  from_file = start_tool("decode", "--model_dir", model_dirs["small"], "--input_file",
+                         tmp_path / "in.txt", "--no_progress")
+  from_stdin = start_tool("decode", "--model_dir", model_dirs["small"], "--no_progress",
+                          stdin=subprocess.PIPE, text=False)
+  stdin_run = finish(from_stdin, stdin=lines)  # Its lines first: it waits for them.
+  code, out, err = finish(from_file)
   assert code == 0, err
   assert len(out.splitlines()) == 3
   assert (f"{tmp_path}/in.txt: 2 line(s) with invalid UTF-8 (first: line 2); the invalid bytes "
           "were replaced by U+FFFD") in err
-  run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir",
-                        str(model_dirs["small"]), "--no_progress"], input=lines, env=ENV,
-                       capture_output=True, timeout=300)
-  assert run.returncode == 0, run.stderr
-  assert len(run.stdout.splitlines()) == 3
-  assert b"stdin: 2 line(s) with invalid UTF-8 (first: line 2)" in run.stderr
+  code, out, err = stdin_run
+  assert code == 0, err
+  assert len(out.splitlines()) == 3
+  assert b"stdin: 2 line(s) with invalid UTF-8 (first: line 2)" in err
 
 
 def test_decode_with_stdin_closed_prints_nothing_and_exits_0(model_dirs):
@@ -299,14 +324,6 @@ def _train(data_dir, model_dir, *flags):
   return run_tool("train", "--problem=algorithmic_reverse", "--hparams=transformer_tiny",
                   f"--hparams_overrides={REVERSE_TINY}", f"--data_dir={data_dir}",
                   f"--model_dir={model_dir}", "--noxla", "--eval_decode_examples=0", *flags)
-
-
-def test_a_problem_setting_out_of_range_is_refused_before_anything(tmp_path):
-  code, out, err = _train(tmp_path / "data", tmp_path / "model",
-                          "--problem_settings=num_symbols=-3")
-  assert code == 2
-  assert err == "t2t-lite-train: error: algorithmic_reverse: num_symbols must be >= 1, got -3\n"
-  assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()
 
 
 def test_a_data_dir_prepared_with_other_settings_is_refused(reverse_data, tmp_path):
@@ -349,13 +366,13 @@ def test_a_tpu_asked_for_with_another_strategy_is_refused(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def _reverse_run(tmp_path_factory):
-  """A 3-step algorithmic_reverse run with a checkpoint at every step, trained once."""
-  root = tmp_path_factory.mktemp("reverse_run")
-  t2t_lite.get_problem("algorithmic_reverse").prepare(str(root / "data"))
-  train_in_process("algorithmic_reverse", root / "data", root / "run", REVERSE_TINY, 3,
+def _reverse_run(reverse_dir, tmp_path_factory):
+  """A 3-step algorithmic_reverse run with a checkpoint at every step, trained once on the
+  session's data (which training only reads)."""
+  run = tmp_path_factory.mktemp("reverse_run") / "run"
+  train_in_process("algorithmic_reverse", reverse_dir, run, REVERSE_TINY, 3,
                    checkpoint_every_minutes=1e-9)
-  return root / "run"
+  return run
 
 
 @pytest.fixture()
@@ -412,10 +429,12 @@ def test_init_from_the_run_itself_is_refused_and_from_another_run_says_it_is_not
                  f"{reverse_run}: to resume the run, leave out --init_from; to fine-tune from "
                  "it, give a new --model_dir\n")
   assert file_hashes(reverse_run) == before
-  # Another run as the source of a run that has checkpoints: it resumes, and says so.
+  # Another run as the source of a run that has checkpoints: it resumes, and says so. Both
+  # lines come before the first step (checking the resume, restoring), so the run asks for no
+  # step more than it has (3): no training step is traced for what this checks.
   other = tmp_path / "other"
   shutil.copytree(reverse_run, other)
-  code, out, err = _train(reverse_data, reverse_run, "--train_steps=4", "--eval_steps=0",
+  code, out, err = _train(reverse_data, reverse_run, "--train_steps=3", "--eval_steps=0",
                           f"--init_from={other}")
   assert code == 0, err
   assert (f"--init_from {other} is not used: {reverse_run} has checkpoints and the run resumes "
@@ -427,15 +446,17 @@ def test_avg_checkpoints_skips_a_damaged_checkpoint_naming_it(reverse_run, tmp_p
   data = reverse_run / "ckpt-3.data-00000-of-00001"
   os.truncate(data, data.stat().st_size // 2)
   before = file_hashes(reverse_run)
-  code, out, err = run_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=2",
-                            "--output_dir", tmp_path / "avg")
+  two = start_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=2", "--output_dir",
+                   tmp_path / "avg")
+  three = start_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=3",
+                     "--output_dir", tmp_path / "avg3")
+  code, out, err = finish(two)
   assert code == 0, err
   assert (f"WARNING checkpoint {reverse_run}/ckpt-3 does not read (" in err
           and f"using the previous one, {reverse_run}/ckpt-2" in err), err
   averaged = json.loads((tmp_path / "avg" / "averaged.json").read_text())["averaged"]
   assert averaged == [f"{reverse_run}/ckpt-1", f"{reverse_run}/ckpt-2"]
-  code, out, err = run_tool("avg_checkpoints", "--model_dir", reverse_run, "--num_last=3",
-                            "--output_dir", tmp_path / "avg3")
+  code, out, err = finish(three)
   assert code == 2
   assert_one_line(err, "t2t-lite-avg-checkpoints", f"{reverse_run} has 2 checkpoints that read "
                   "(the other 1 do not), fewer than the 3 asked for")

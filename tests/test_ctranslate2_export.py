@@ -67,14 +67,15 @@ def _finish(process):
   return process.returncode, out, err
 
 
-def _run_cli_here(argv):
-  """(exit status, stdout, stderr) of t2t-lite-export's main in this process."""
+def _run_cli_here(argv, tool="export"):
+  """(exit status, stdout, stderr) of t2t-lite-<tool>'s main in this process."""
   import contextlib
+  import importlib
   import io
-  from t2t_lite.bin import export as export_cli
+  main = importlib.import_module(f"t2t_lite.bin.{tool}").main
   out, err = io.StringIO(), io.StringIO()
   with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    code = export_cli.main(argv)
+    code = main(argv)
   return code, out.getvalue(), err.getvalue()
 
 
@@ -106,24 +107,24 @@ def model_dir(make_random_model_dir):
 
 @pytest.fixture(scope="module")
 def runs(model_dir, tmp_path_factory):
-  """The float32 export by t2t-lite-export and t2t-lite-decode's output for _lines() (float32,
-  beam 4), each its own process, run side by side; the int8 export by t2t-lite-export's main
-  in this process meanwhile. -> ({quantization: export directory}, decoded lines)."""
+  """The float32 export by t2t-lite-export as its own process (its stderr: nothing of
+  TensorFlow's); meanwhile in this process, where TensorFlow is loaded already, the int8 export
+  by t2t-lite-export's main and t2t-lite-decode's output for _lines() (its main: float32, beam
+  4). -> ({quantization: export directory}, decoded lines)."""
   root = tmp_path_factory.mktemp("ct2_runs")
   (root / "in.txt").write_text("".join(line + "\n" for line in _lines()), encoding="utf-8")
   exports = {quantization: str(root / quantization) for quantization in ("none", "int8")}
   flags = ["--model_dir", model_dir, "--format=ctranslate2", f"--extra_length={EXTRA_LENGTH}"]
   export = _start("-m", "t2t_lite.bin.export", *flags, "--export_dir", exports["none"])
-  decode = _start("-m", "t2t_lite.bin.decode", "--model_dir", model_dir, "--input_file",
-                  str(root / "in.txt"), "--output_file", str(root / "out.txt"), "--no_progress",
-                  "--precision=none", "--beam_size=4", "--alpha=0.6",
-                  f"--extra_length={EXTRA_LENGTH}")
   int8 = _run_cli_here(flags + ["--export_dir", exports["int8"], "--quantization=int8"])
+  code, _, err = _run_cli_here(
+      ["--model_dir", model_dir, "--input_file", str(root / "in.txt"), "--output_file",
+       str(root / "out.txt"), "--no_progress", "--precision=none", "--beam_size=4",
+       "--alpha=0.6", f"--extra_length={EXTRA_LENGTH}"], tool="decode")
+  assert code == 0, err[-3000:]
   for code, out, err in (_finish(export), int8):
     assert code == 0, err[-3000:]
     assert out.strip() in exports.values() and err == ""
-  code, _, err = _finish(decode)
-  assert code == 0, err[-3000:]
   return exports, (root / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
 
 
@@ -137,8 +138,15 @@ def decoded(runs):
   return runs[1]
 
 
+# CTranslate2's threads for one translation: one, as TensorFlow's under the test workers
+# (conftest.py). Its default of 4 OpenMP threads spin-waits between this tiny model's matmuls,
+# which cost a hundred times the CPU of the translations themselves.
+INTRA_THREADS = 1
+
+
 def _loaded(path, compute_type="float32"):
-  translator = ctranslate2.Translator(path, device="cpu", compute_type=compute_type)
+  translator = ctranslate2.Translator(path, device="cpu", compute_type=compute_type,
+                                      intra_threads=INTRA_THREADS)
   return translator, spm.SentencePieceProcessor(
       model_file=os.path.join(path, ctranslate2_export.SENTENCEPIECE_FILE))
 
@@ -263,7 +271,8 @@ def test_other_architectures_convert_exactly(tmp_path, changes):
   keras.utils.set_random_seed(5)
   model = t2t_lite.build_model(hparams, len(tokens))
   spec = ctranslate2_export.model_spec(model, tokens, hparams.max_length)
-  translator = ctranslate2.Translator(ctranslate2_export.save(spec, str(tmp_path / "ct2")))
+  translator = ctranslate2.Translator(ctranslate2_export.save(spec, str(tmp_path / "ct2")),
+                                      intra_threads=INTRA_THREADS)
   rng = np.random.default_rng(0)
   sources = [rng.integers(3, len(tokens), rng.integers(2, 10)).tolist() for _ in range(16)]
   settings = translation.DecodeSettings(beam_size=4, alpha=0.6, extra_length=6)

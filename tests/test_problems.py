@@ -188,14 +188,16 @@ def test_algorithmic_problems_are_generated_deterministically(tmp_path):
   assert tok.vocab_size == 13 and tok.encode("3 9 4", add_eos=True) == [6, 12, 7, EOS]
 
 
-def test_algorithmic_dataset_reverses(tmp_path):
+def test_algorithmic_dataset_reverses(reverse_dir):
+  """On the session's algorithmic_reverse (conftest's, made by Problem.prepare): prepare of a
+  prepared data_dir returns the stats it was prepared with."""
   problem = t2t_lite.get_problem("algorithmic_reverse")
-  stats = problem.prepare(str(tmp_path))
+  stats = problem.prepare(reverse_dir)
   assert {split: s["examples"] for split, s in stats.items()} == {
       "train": 20000, "dev": 500, "test": 500}
   hparams = t2t_lite.get_hparams("transformer_tiny")
-  batch = next(iter(problem.dataset("test", str(tmp_path), hparams, training=False)))
-  tok = problem.tokenizer(str(tmp_path))
+  batch = next(iter(problem.dataset("test", reverse_dir, hparams, training=False)))
+  tok = problem.tokenizer(reverse_dir)
   for source, target in zip(batch["inputs"].numpy(), batch["targets"].numpy()):
     assert tok.decode(target).split() == tok.decode(source).split()[::-1]
 

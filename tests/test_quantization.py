@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import file_hashes
-from test_bad_input import assert_one_line, run_tool
+from test_bad_input import assert_one_line, finish, run_tool, start_tool
 from test_model import random_ids, tiny_model
 
 from t2t_lite.decode import search, translation
@@ -109,15 +109,16 @@ def test_decode_decodes_in_int8_as_translate_and_the_export_refuses_it(make_rand
   model_dir = make_random_model_dir("int8", WORDS)
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in LINES))
   settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=6", "--no_progress"]
-  code, _, err = run_tool("decode", "--model_dir", model_dir, "--input_file",
-                          tmp_path / "in.txt", "--output_file", tmp_path / "out",
-                          "--precision=int8", *settings)
+  decode = start_tool("decode", "--model_dir", model_dir, "--input_file", tmp_path / "in.txt",
+                      "--output_file", tmp_path / "out", "--precision=int8", *settings)
+  translator = translation.Translator.from_model_dir(model_dir, beam_size=4, alpha=0.6,
+                                                     extra_length=6, precision="int8")
+  expected = translator.translate(LINES)[0]  # While the process decodes.
+  code, _, err = finish(decode)
   assert code == 0, err
   # Where TensorFlow runs without oneDNN, also: each batch searched as two halves at once.
   assert f"precision int8 ({mixed_precision.for_search('int8', False, d_model=64)[1]})" in err
-  translator = translation.Translator.from_model_dir(model_dir, beam_size=4, alpha=0.6,
-                                                     extra_length=6, precision="int8")
-  assert (tmp_path / "out").read_text().splitlines() == translator.translate(LINES)[0]
+  assert (tmp_path / "out").read_text().splitlines() == expected
 
   before = file_hashes(model_dir)
   code, out, err = run_tool("export", "--model_dir", model_dir, "--export_dir",

@@ -23,16 +23,15 @@ EVAL_TAGS = {"loss", "perplexity", "accuracy", "tokens", "dev_accuracy"}
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-  """4 steps of algorithmic_reverse, logged every 2 and evaluated (with decoding) every 2."""
-  root = tmp_path_factory.mktemp("tensorboard")
-  data_dir, model_dir = str(root / "data"), str(root / "model")
+def model_dir(reverse_dir, tmp_path_factory):
+  """4 steps of algorithmic_reverse (the session's data, which training only reads), logged
+  every 2 and evaluated (with decoding) every 2."""
+  model_dir = str(tmp_path_factory.mktemp("tensorboard") / "model")
   problem = t2t_lite.get_problem("algorithmic_reverse")
-  problem.prepare(data_dir)
   hparams = t2t_lite.get_hparams("transformer_tiny", TINY)
   config = trainer.TrainConfig(model_dir=model_dir, train_steps=4, eval_every=2, eval_steps=1,
                                eval_decode_examples=4, log_every=2, xla=False, seed=3)
-  trainer.train(problem, hparams, data_dir, config, log=lambda line: None)
+  trainer.train(problem, hparams, reverse_dir, config, log=lambda line: None)
   return model_dir
 
 
