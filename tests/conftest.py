@@ -3,6 +3,7 @@ import gc
 import os
 import pathlib
 import subprocess
+import typing
 
 import pytest
 
@@ -120,20 +121,125 @@ def multi30k_datagen_run(multi30k_data, tmp_path_factory):
   return json.loads((root / "shared_multi30k_ende.datagen.json").read_text())
 
 
-def train_in_process(problem, data_dir, model_dir, overrides, steps, **config):
-  """A transformer_tiny run (hparams `overrides`) of `steps` steps trained in this process and
-  recorded as t2t-lite-train records it (its hparams set and overrides): for a run that tests
-  only resume, decode or damage, whose trainer is not what they test (a process of its own
-  would only add TensorFlow's start). `config`: more TrainConfig fields."""
+def train_in_process(problem, data_dir, model_dir, overrides, steps, hparams_set="transformer_tiny",
+                     **config):
+  """A `hparams_set` run (hparams `overrides`; transformer_tiny unless told) of `steps` steps
+  trained in this process and recorded as t2t-lite-train records it (its hparams set and
+  overrides): for a run that tests only resume, decode or damage, whose trainer is not what
+  they test (a process of its own would only add TensorFlow's start). `config`: more
+  TrainConfig fields."""
   import t2t_lite
   from t2t_lite.train import trainer
   config = dict(dict(train_steps=steps, eval_steps=0, eval_decode_examples=0, xla=False),
                 **config)
   trainer.train(t2t_lite.get_problem(problem),
-                t2t_lite.get_hparams("transformer_tiny", overrides), str(data_dir),
+                t2t_lite.get_hparams(hparams_set, overrides), str(data_dir),
                 trainer.TrainConfig(model_dir=str(model_dir), **config),
-                run_info={"hparams_set": "transformer_tiny", "hparams_overrides": overrides},
+                run_info={"hparams_set": hparams_set, "hparams_overrides": overrides},
                 log=lambda line: None)
+
+
+class TrainedModel(typing.NamedTuple):
+  """How a trained model that tests share is made: a train_in_process run."""
+  problem: str
+  overrides: str
+  steps: int
+  config: dict = {}  # more TrainConfig fields
+  hparams_set: str = "transformer_tiny"
+  raw: typing.Optional[str] = None  # its problem's raw data, a ../shared/data subdirectory
+
+
+# The trained models that tests share, by kind (trained_model). One more is a line here and a
+# small fixture below.
+TRAINED_MODELS = {
+    # 1,000 steps of 512-token batches decode about 90% of 100 random lines exactly and align
+    # over 90% of their words as reversed (800 steps of 2,048 tokens: 93% exact in twice the
+    # time; 400 steps at twice the learning rate: 2%).
+    "reverser": TrainedModel("algorithmic_reverse", "batch_size=512", 1000,
+                             dict(mixed_precision="none")),
+}
+REPO = pathlib.Path(__file__).resolve().parents[1]
+_MODEL_CODE = ("t2t_lite", "problems", "hparams")  # the code a trained model is made by
+
+
+def trained_model_key(kind):
+  """What a trained model of `kind` is made from, as a sha256: every .py file under t2t_lite/,
+  problems/ and hparams/ (path and bytes, in path order), how it is trained
+  (TRAINED_MODELS[kind]), its raw data's files if it has any, and the installed TensorFlow and
+  Keras (their kernels and initializers). A change to any of them is another key, so another
+  model, never a stale one; a change anywhere else (the tests, the docs) keeps the one built."""
+  import hashlib
+  import importlib.metadata
+  spec = TRAINED_MODELS[kind]
+  digest = hashlib.sha256(repr((kind, spec)).encode())
+  code = sorted(path for name in _MODEL_CODE for path in (REPO / name).rglob("*.py"))
+  files = [(REPO, path) for path in code]
+  if spec.raw:
+    raw_dir = require_shared_data(spec.raw)
+    files += [(raw_dir, path) for path in sorted(raw_dir.rglob("*")) if path.is_file()]
+  for root, path in files:
+    digest.update(f"{path.relative_to(root)}\0".encode() + path.read_bytes() + b"\0")
+  for package in ("tensorflow", "keras"):
+    digest.update(f"{package}=={importlib.metadata.version(package)}\0".encode())
+  return digest.hexdigest()
+
+
+def _trained_once(config, tmp_path_factory, kind):
+  """The model_dir of a TRAINED_MODELS[kind] run, trained once for every pytest-xdist worker
+  and every later session with the same trained_model_key: in pytest's cache
+  (.pytest_cache/d/t2t_lite_models/<kind>/<key>; the session's shared directory when the cache
+  is off), the first worker to come training it under a lock while the others wait. It is
+  trained into a temporary sibling and renamed into place when complete, so that a build cut
+  short (a crash, a SIGKILL) never looks done; what it left is removed at the next use. Models
+  of the kind's other keys (code since changed) go once unused for a week."""
+  import fcntl
+  import shutil
+  import time
+  cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+  root = cache.mkdir("t2t_lite_models") if cache else _shared_root(tmp_path_factory)
+  (root / kind).mkdir(exist_ok=True)
+  model_dir = root / kind / trained_model_key(kind)[:16]
+  with open(root / f"{kind}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)  # Builds and removals of this kind happen under it.
+    for left in (root / kind).glob(".tmp-*"):  # a build cut short
+      shutil.rmtree(left)
+    if not model_dir.is_dir():
+      temp = root / kind / f".tmp-{os.getpid()}"
+      spec = TRAINED_MODELS[kind]
+      raw_dir = (require_shared_data(spec.raw),) if spec.raw else ()
+      train_in_process(spec.problem, _prepared_once(tmp_path_factory, spec.problem, *raw_dir),
+                       temp, spec.overrides, spec.steps, spec.hparams_set, **spec.config)
+      os.rename(temp, model_dir)
+    os.utime(model_dir)  # its last use
+    for other in (root / kind).iterdir():
+      if other != model_dir and time.time() - other.stat().st_mtime > 7 * 24 * 3600:
+        shutil.rmtree(other)
+  return str(model_dir)
+
+
+@pytest.fixture(scope="session")
+def trained_model(request, tmp_path_factory):
+  """-> get(kind): the model_dir of a TRAINED_MODELS[kind] run, trained once (_trained_once)
+  and shared: read only, so a test that changes a model_dir works on a copy (the session
+  checks at its end that none changed). Its run.json names the data_dir of the session that
+  trained it, gone since: a test that needs the data prepares it (e.g. reverse_dir)."""
+  got = {}
+
+  def get(kind):
+    if kind not in got:
+      model_dir = _trained_once(request.config, tmp_path_factory, kind)
+      got[kind] = (model_dir, file_hashes(model_dir))
+    return got[kind][0]
+
+  yield get
+  for kind, (model_dir, hashes) in got.items():
+    assert file_hashes(model_dir) == hashes, f"a test changed the shared {kind} in {model_dir}"
+
+
+@pytest.fixture(scope="session")
+def reversing_model(trained_model):
+  """A transformer_tiny trained to reverse (TRAINED_MODELS["reverser"])."""
+  return trained_model("reverser")
 
 
 @pytest.fixture(scope="session")

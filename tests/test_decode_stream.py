@@ -1,7 +1,7 @@
 """t2t-lite-decode reads, decodes and writes in windows (bin/decode.py): outputs equal to a
 whole-file decode, complete lines after a SIGKILL and a continuation that finishes the file, and
-one line in, its output out through a pseudo-terminal, as a person types. Each run as its own
-process, as a user runs it."""
+one line in, its output out through a pseudo-terminal, as a person types. Each run tested as its
+own process, as a user runs it (what the SIGKILL test compares with is decoded in this one)."""
 import os
 import pty
 import select
@@ -12,6 +12,8 @@ import time
 
 import pytest
 from test_bad_input import ENV, assert_one_line, run_tool
+
+from t2t_lite.bin import decode as decode_cli
 
 WORDS = "a man rides horse the dog runs in park woman with red hat over bridge".split()
 SETTINGS = ["--beam_size=2", "--alpha=0.6", "--extra_length=6", "--precision=none",
@@ -36,6 +38,15 @@ def _decode(model_dir, tmp_path, lines, *flags, name="out"):
                             *flags)
   assert code == 0, err
   return (tmp_path / name).read_text().splitlines(), err
+
+
+def _decode_here(model_dir, tmp_path, lines):
+  """What t2t-lite-decode writes for `lines`, run in this process (no TensorFlow start): the
+  outputs a test compares the runs it tests with."""
+  (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
+  assert decode_cli.main(["--model_dir", model_dir, "--input_file", str(tmp_path / "in.txt"),
+                          "--output_file", str(tmp_path / "whole"), *SETTINGS]) == 0
+  return (tmp_path / "whole").read_text().splitlines()
 
 
 TYPED = ["a man rides the horse", "the dog"]  # at the terminal, in the interactive test
@@ -65,7 +76,7 @@ def test_windows_write_what_the_whole_file_decode_writes(model_dir, whole, tmp_p
 def test_sigkill_leaves_complete_lines_and_continue_output_finishes_the_file(model_dir,
                                                                              tmp_path):
   lines = _lines(300, seed=2)
-  whole, _ = _decode(model_dir, tmp_path, lines, name="whole")
+  whole = _decode_here(model_dir, tmp_path, lines)
   out = tmp_path / "out"
   process = subprocess.Popen(
       [sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir, "--input_file",

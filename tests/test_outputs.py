@@ -4,8 +4,8 @@ export share.
 
 The models are transformer_tiny with random weights on algorithmic_reverse's word vocabulary
 (no data needed), except where a model must have learned: scores of outputs that end in EOS
-alignments, target prefixes and lexical constraints, from a model trained to reverse (800
-steps, about a minute).
+alignments, target prefixes and lexical constraints, from a model trained to reverse
+(conftest's reversing_model: trained once, shared by the test files and kept between runs).
 """
 import json
 
@@ -44,25 +44,18 @@ def model_dirs(tmp_path_factory):
   return dirs
 
 
-@pytest.fixture(scope="module")
-def reversing_model(reverse_dir, tmp_path_factory):
-  """A transformer_tiny trained to reverse: 1,000 steps of 512-token batches decode about 90%
-  of 100 random lines exactly and align over 90% of their words as reversed (800 steps of
-  2,048 tokens: 93% exact in twice the time; 400 steps at twice the learning rate: 2%)."""
-  from t2t_lite.train import trainer
-  model_dir = str(tmp_path_factory.mktemp("reverser"))
-  trainer.train(t2t_lite.get_problem("algorithmic_reverse"),
-                t2t_lite.get_hparams("transformer_tiny", "batch_size=512"), reverse_dir,
-                trainer.TrainConfig(model_dir=model_dir, train_steps=1000, eval_steps=0,
-                                    xla=False, eval_decode_examples=0, mixed_precision="none"),
-                log=lambda line: None)
-  return model_dir
+_TRANSLATORS = {}  # repr((model_dir, settings)) -> Translator
 
 
-def _translator(model_dir, **settings):
+def _translator(model_dir, fresh=False, **settings):
+  """The Translator of model_dir with `settings`: one for each in this module, so that the
+  searches it traced for one test serve the next test that decodes alike (fresh: a new one)."""
   # float32: the outputs are checked against float32 arithmetic done by hand.
   settings = dict(dict(beam_size=4, alpha=0.6, extra_length=6, precision="none"), **settings)
-  return translation.Translator.from_model_dir(model_dir, **settings)
+  key = repr((model_dir, sorted(settings.items())))
+  if fresh or key not in _TRANSLATORS:
+    _TRANSLATORS[key] = translation.Translator.from_model_dir(model_dir, **settings)
+  return _TRANSLATORS[key]
 
 
 # ------------------------------------------------------------------------------ n-best
@@ -139,8 +132,8 @@ def test_sampling_at_a_low_temperature_is_greedy(model_dirs):
 
 
 def test_the_same_seed_gives_the_same_samples_and_another_seed_others(model_dirs):
-  runs = [_translator(model_dirs[0], sample=True, n_best=4, seed=seed).translate(LINES)[0]
-          for seed in (5, 5, 6)]
+  runs = [_translator(model_dirs[0], fresh=True, sample=True, n_best=4, seed=seed)
+          .translate(LINES)[0] for seed in (5, 5, 6)]
   assert runs[0] == runs[1] and runs[0] != runs[2]
 
 
@@ -340,14 +333,15 @@ def test_score_tool_writes_a_line_a_pair_and_the_perplexity(model_dirs, tmp_path
 def test_score_tool_reranks_decode_n_best_lines_with_their_beam_scores(reversing_model,
                                                                        tmp_path, capsys):
   """Scoring decode's own n-best list with the same model and alpha gives back each
-  hypothesis' beam score as a fourth field; a line that is not an n-best line is refused."""
+  hypothesis' beam score as a fourth field; a line that is not an n-best line is refused. In
+  float32: in bfloat16 the search's steps and the scoring's one pass round otherwise."""
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in LINES))
-  settings = ["--model_dir", reversing_model, "--beam_size=4", "--alpha=0.6"]
+  settings = ["--model_dir", reversing_model, "--beam_size=4", "--alpha=0.6", "--precision=none"]
   assert decode_cli.main([*settings, "--n_best=2", "--input_file", str(tmp_path / "in.txt"),
                           "--output_file", str(tmp_path / "nbest"), "--no_progress"]) == 0
-  assert score_cli.main(["--model_dir", reversing_model, "--alpha=0.6", "--source_file",
-                         str(tmp_path / "in.txt"), "--nbest_file", str(tmp_path / "nbest"),
-                         "--output_file", str(tmp_path / "scored")]) == 0
+  assert score_cli.main(["--model_dir", reversing_model, "--alpha=0.6", "--precision=none",
+                         "--source_file", str(tmp_path / "in.txt"), "--nbest_file",
+                         str(tmp_path / "nbest"), "--output_file", str(tmp_path / "scored")]) == 0
   rows = [line.split(" ||| ") for line in (tmp_path / "scored").read_text().splitlines()]
   assert len(rows) == 2 * len(LINES)
   for i, output, beam_score, score in rows:

@@ -71,8 +71,13 @@ def _translator(model_dir, **settings):
   return translation.Translator.from_model_dir(model_dir, **dict(SETTINGS, **settings))
 
 
-def test_a_shortlist_of_every_token_decodes_exactly_as_the_whole_vocabulary(model_dir):
-  full = _translator(model_dir)
+@pytest.fixture(scope="module")
+def full(model_dir):
+  """The Translator of model_dir without a shortlist, whose searches the tests share."""
+  return _translator(model_dir)
+
+
+def test_a_shortlist_of_every_token_decodes_exactly_as_the_whole_vocabulary(model_dir, full):
   vocab_size = full.model.vocab_size
   pairs = [(list(range(2, vocab_size)), list(range(2, vocab_size)))]
   everything = shortlist.build(pairs, vocab_size, frequent=0, per_source=vocab_size)
@@ -81,8 +86,8 @@ def test_a_shortlist_of_every_token_decodes_exactly_as_the_whole_vocabulary(mode
   assert listed.translate(LINES) == (texts, pytest.approx(scores, abs=1e-4))
 
 
-def test_outputs_keep_to_the_batch_vocabulary_unless_a_source_token_is_unknown(model_dir):
-  vocab_size = _translator(model_dir).model.vocab_size
+def test_outputs_keep_to_the_batch_vocabulary_unless_a_source_token_is_unknown(model_dir, full):
+  vocab_size = full.model.vocab_size
   narrow = shortlist.build([([5, 6, 1], [7, 8, 1])], vocab_size, frequent=0, per_source=2)
   listed = _translator(model_dir, shortlist=True, vocabulary_shortlist=narrow)
   inputs = tf.constant([[5, 6, 1], [6, 1, 0]])
@@ -90,8 +95,8 @@ def test_outputs_keep_to_the_batch_vocabulary_unless_a_source_token_is_unknown(m
   assert set(outputs.ravel()) <= {0, 1, 7, 8} and (outputs > 1).any()
   # An unknown source token (9): the batch decodes over the whole vocabulary, as without one.
   unknown = tf.constant([[5, 9, 1], [6, 1, 0]])
-  full = _translator(model_dir).decode_ids(unknown)
-  assert (listed.decode_ids(unknown)["outputs"].numpy() == full["outputs"].numpy()).all()
+  whole = full.decode_ids(unknown)
+  assert (listed.decode_ids(unknown)["outputs"].numpy() == whole["outputs"].numpy()).all()
 
 
 def test_decode_builds_the_table_once_into_the_run_and_the_export_answers_alike(model_dir,
