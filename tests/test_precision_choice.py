@@ -115,7 +115,7 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
   # Neither flag given: the precision chosen without XLA, then XLA as that precision wants.
   chosen, why = mixed_precision.resolve("auto", xla=False)
   xla, why_xla = mixed_precision.training_xla(chosen, Machine.this())
-  out = _train(tmp_path / "auto", reverse_dir, 2)
+  out = _train(tmp_path / "auto", reverse_dir, 1)  # says and records it before its first step
   assert f"computing in {chosen} ({why})" in out.splitlines()
   assert f"XLA {'on' if xla else 'off'} ({why_xla})" in out.splitlines()
   assert json.loads((tmp_path / "auto" / "run.json").read_text())["mixed_precision"] == chosen

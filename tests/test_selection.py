@@ -3,6 +3,7 @@ onto a new vocabulary) and the moving average of the weights."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,36 +45,45 @@ def _weights(prefix):
           for path, (key, _) in averaging.model_variables(prefix).items()}
 
 
-def test_the_best_checkpoint_is_the_best_evaluation_not_the_last(reverse_dir, tmp_path):
-  t, result = _train(tmp_path / "run", reverse_dir, metrics=[10.0, 30.0, 20.0, 15.0],
-                     eval_steps=1, eval_every=1, eval_decode_examples=4,
-                     best_metric="dev_metric")
-  best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
-  assert best == {"metric": "dev_accuracy", "value": 30.0, "step": 2}
-  assert result["best"] == best and result["step"] == 4
-  kept = checkpoints.list_checkpoints(str(tmp_path / "run" / "best"))
+@pytest.fixture(scope="module")
+def stopped_early(reverse_dir, tmp_path_factory):
+  """A run that evaluates at every step, its dev metric scripted, and stops early (patience 2)
+  -> (its model_dir, train's summary, its log lines). best_metric: auto, which is the dev
+  metric in a run whose evaluations decode (the cooldown test below names dev_metric)."""
+  model_dir, lines = tmp_path_factory.mktemp("stopped_early") / "run", []
+  _, result = _train(model_dir, reverse_dir, metrics=[10.0, 30.0, 20.0, 25.0, 40.0],
+                     train_steps=10, eval_steps=1, eval_every=1, eval_decode_examples=4,
+                     patience=2, log=lines.append)
+  return model_dir, result, lines
+
+
+def test_the_best_checkpoint_is_the_best_evaluation_not_the_last(stopped_early):
+  run_dir, result, _ = stopped_early
+  best = json.loads((run_dir / "best" / "best.json").read_text())
+  assert result["best"] == {"metric": "dev_accuracy", "value": 30.0, "step": 2}
+  assert {key: best[key] for key in result["best"]} == result["best"]
+  assert result["step"] == 4  # the last evaluation, 25.0, is not the best
+  kept = checkpoints.list_checkpoints(str(run_dir / "best"))
   assert [os.path.basename(p) for p in kept] == ["ckpt-2"]
-  ours, trainers = _weights(kept[0]), _weights(str(tmp_path / "run" / "ckpt-2"))
+  ours, trainers = _weights(kept[0]), _weights(str(run_dir / "ckpt-2"))
   assert ours.keys() == trainers.keys() and len(ours) > 10
   for name in ours:  # the weights of step 2, as the trainer saved them then
     np.testing.assert_array_equal(ours[name], trainers[name], err_msg=name)
-  texts, _ = t2t_lite.translate(str(tmp_path / "run" / "best"), ["3 9 4"])  # a run directory
+  texts, _ = t2t_lite.translate(str(run_dir / "best"), ["3 9 4"])  # a run directory
   assert len(texts) == 1
 
 
 def test_early_stopping_stops_at_the_right_evaluation_and_a_resume_does_not_train_on(
-    reverse_dir, tmp_path):
-  lines = []
-  _, result = _train(tmp_path / "run", reverse_dir, metrics=[10.0, 30.0, 20.0, 25.0, 40.0],
-                     train_steps=10, eval_steps=1, eval_every=1, eval_decode_examples=4,
-                     patience=2, log=lines.append)
+    stopped_early, reverse_dir, tmp_path):
+  run_dir, result, lines = stopped_early
   assert result["stopped"] == "early" and result["step"] == 4
   assert "stopping at step 4: dev_accuracy did not improve in 2 evaluations (patience 2); the " \
          "best, 30.0000, was at step 2" in lines
-  best = json.loads((tmp_path / "run" / "best" / "best.json").read_text())
+  best = json.loads((run_dir / "best" / "best.json").read_text())
   assert best["step"] == 2 and best["stopped_early"]["step"] == 4
-  assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-4")
-  lines.clear()
+  assert tf.train.latest_checkpoint(str(run_dir)).endswith("ckpt-4")
+  shutil.copytree(run_dir, tmp_path / "run")  # resumed: a copy, the run is shared
+  lines = []
   _, resumed = _train(tmp_path / "run", reverse_dir, metrics=[99.0], train_steps=10,
                       eval_steps=1, eval_every=1, eval_decode_examples=4, patience=2,
                       log=lines.append)
@@ -122,7 +132,7 @@ def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):
   model_dir = tmp_path / "run"
   command = [sys.executable, "-m", "t2t_lite.bin.train", "--problem=algorithmic_reverse",
              "--hparams=transformer_tiny", f"--hparams_overrides={TINY}",
-             f"--data_dir={reverse_dir}", f"--model_dir={model_dir}", "--train_steps=8",
+             f"--data_dir={reverse_dir}", f"--model_dir={model_dir}", "--train_steps=5",
              "--eval_every=1", "--eval_steps=1", "--eval_decode_examples=0", "--noxla",
              "--log_every=1", "--seed=5", "--checkpoint_every_minutes=0.000001",
              "--best_metric=loss"]
@@ -131,7 +141,7 @@ def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):
   lines = []
   for line in killed.stdout:
     lines.append(line)
-    if line.startswith("eval at step 4:"):
+    if line.startswith("eval at step 2:"):
       break
   killed.send_signal(signal.SIGKILL)
   killed.wait()
@@ -140,18 +150,26 @@ def test_the_best_checkpoint_survives_sigkill_and_resume(reverse_dir, tmp_path):
   assert resumed.returncode == 0, resumed.stderr
   losses = {int(s): float(v) for s, v in re.findall(
       r"^eval at step (\d+): loss ([0-9.]+)", "".join(lines) + resumed.stdout, re.M)}
-  assert sorted(losses)[-1] == 8
+  assert sorted(losses)[-1] == 5
   best = json.loads((model_dir / "best" / "best.json").read_text())
   step = min(losses, key=losses.get)
   assert best["metric"] == "loss" and best["value"] == pytest.approx(losses[step], abs=1e-4)
   assert best["step"] == step and os.path.exists(model_dir / "best" / f"ckpt-{step}.index")
 
 
-def _snapshot_at(prefix, box, t_ref):
-  """A log function that keeps the model's weights when a line starts with `prefix`."""
+class _Stopped(Exception):
+  """What _snapshot_at(..., stop=True) raises to end the run."""
+
+
+def _snapshot_at(prefix, box, t_ref, stop=False):
+  """A log function that keeps the model's weights when a line starts with `prefix`; with
+  `stop`, it then ends the run there (raising _Stopped), for a test of the weights a run starts
+  from, which needs no step (a first step costs seconds of tracing)."""
   def log(line):
     if line.startswith(prefix):
       box.append([v.numpy() for v in t_ref[0].model.trainable_variables])
+      if stop:
+        raise _Stopped(line)
   return log
 
 
@@ -219,8 +237,9 @@ def test_fine_tuning_onto_a_new_vocabulary_keeps_the_shared_tokens_rows(tmp_path
                                xla=False, seed=9, eval_decode_examples=0,
                                init_from=str(tmp_path / "source"))
   holder.append(trainer.Trainer(problem, hparams, str(new_data), config, len(new),
-                                log=_snapshot_at("initialised from", box, holder)))
-  holder[0].train()
+                                log=_snapshot_at("initialised from", box, holder, stop=True)))
+  with pytest.raises(_Stopped, match="tokens shared with its"):
+    holder[0].train()
   model = holder[0].model
   table = box[0][[v is model.embedding.embeddings for v in model.trainable_variables].index(True)]
   old_table = source.embedding.embeddings.numpy()
