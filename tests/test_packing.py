@@ -60,7 +60,10 @@ def test_every_example_is_packed_once_within_the_row_lengths():
 
 
 def test_a_batch_of_packed_rows_has_one_static_shape():
-  batches = packing.batch_packed(_dataset(_examples(300, 10, 12)).repeat(), 128, (24, 32))
+  # A chunk of one pass over the 300 examples: the default chunk would first draw 16,384
+  # examples through the Python generator to make the one batch looked at.
+  batches = packing.batch_packed(_dataset(_examples(300, 10, 12)).repeat(), 128, (24, 32),
+                                 chunk=300)
   shapes = {name: tuple(value.shape) for name, value in next(iter(batches)).items()}
   assert shapes == {"inputs": (4, 24), "inputs_segmentation": (4, 24),
                     "inputs_position": (4, 24), "targets": (4, 32),
@@ -122,18 +125,22 @@ def test_packing_is_for_training_only(tmp_path):
     pipeline.pipeline([path], 64, 16, training=False, packed_lengths=(16, 16))
 
 
-def test_a_packed_run_trains_and_resumes_only_packed(reverse_dir, tmp_path):
-  problem = t2t_lite.get_problem("algorithmic_reverse")
+def test_a_packed_run_trains_and_resumes_only_packed(tmp_path):
+  # 1,000 training examples rather than the registered 20,000: each run fills its shuffle
+  # buffer with the whole split and each checkpoint keeps it, while six steps train on about 120.
+  problem = t2t_lite.get_problem("algorithmic_reverse", train_size=1000)
+  data_dir = str(tmp_path / "data")
+  problem.prepare(data_dir)
   hparams = t2t_lite.get_hparams(
       "transformer_tiny", "num_layers=1,d_model=32,d_ff=64,num_heads=2,batch_size=256,"
       "max_length=24")
-  vocab_size = problem.tokenizer(reverse_dir).vocab_size
+  vocab_size = problem.tokenizer(data_dir).vocab_size
   model_dir = str(tmp_path / "run")
 
   def run(steps, pack):
     config = trainer.TrainConfig(model_dir=model_dir, train_steps=steps, eval_steps=0,
                                  xla=False, log_every=1, seed=3, pack=pack)
-    return trainer.Trainer(problem, hparams, reverse_dir, config, vocab_size,
+    return trainer.Trainer(problem, hparams, data_dir, config, vocab_size,
                            {"problem": problem.name}, log=lambda line: None).train()
 
   losses = [loss for _, loss in run(4, pack=True)["losses"]]

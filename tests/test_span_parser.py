@@ -26,9 +26,10 @@ TINY = "num_layers=1,d_model=64,d_ff=128,num_heads=4,dropout=0.0,attention_dropo
 
 @pytest.fixture(scope="module")
 def spans_data(ptb_dir, tmp_path_factory):
-  """(problem, data_dir) of wsj_parsing_spans on the sample, prepared by t2t-lite-datagen."""
+  """(problem, data_dir) of wsj_parsing_spans on the sample, prepared in this process: no test
+  here checks what t2t-lite-datagen prints, so its process would only add a TensorFlow start."""
   return (t2t_lite.get_problem("wsj_parsing_spans"),
-          _prepared_once(tmp_path_factory, "wsj_parsing_spans", ptb_dir, datagen=()))
+          _prepared_once(tmp_path_factory, "wsj_parsing_spans", ptb_dir))
 
 
 def _gold_labels(problem, data_dir, pairs):
@@ -118,6 +119,7 @@ def test_a_span_parser_learns_trees_and_decodes_them_back(spans_data):
   pairs = [p for p in problem.text_pairs("dev", data_dir) if len(p[0].split()) <= 12][:6]
   tokenizer = problem.tokenizer(data_dir)
   hparams = t2t_lite.get_hparams("transformer_parsing_spans", TINY)
+  tf.keras.utils.set_random_seed(0)  # the same start on every machine
   model = t2t_lite.build_model(hparams, tokenizer.vocab_size,
                                spans=problem.span_vocabulary(data_dir))
   pad = lambda rows: tf.ragged.constant(rows).to_tensor()
@@ -135,7 +137,9 @@ def test_a_span_parser_learns_trees_and_decodes_them_back(spans_data):
                                   model.trainable_variables))
     return loss
 
-  history = [float(step()) for _ in range(400)]
+  # By step 150 the loss is below 2% of its start and decoding writes all 6 trees; by 200 it
+  # has levelled off near 1.2% (seeds 0-2 alike).
+  history = [float(step()) for _ in range(200)]
   assert history[-1] < 0.02 * history[0]
   ids, scores = search.beams(model, inputs, beam_size=4, alpha=0.6, extra_length=50)
   assert ids.shape[1] == 1 and scores.shape == [len(pairs), 1]
@@ -165,6 +169,12 @@ def _tool(name, *flags):
   return subprocess.run([os.path.join(BIN, name), *flags], capture_output=True, text=True)
 
 
+# The steps of `trained`. What the tests check of its run holds for any weights (CKY's trees
+# span every word of their sentence, and a bracket offset of 1000 outweighs every score), so a
+# run of two steps shows it as well as a longer one.
+TRAIN_STEPS = 2
+
+
 @pytest.fixture(scope="module")
 def trained(spans_data, tmp_path_factory):
   """A t2t-lite-train run of a small span parser, its dev F1 decoded at its evaluation."""
@@ -172,9 +182,9 @@ def trained(spans_data, tmp_path_factory):
   model_dir = str(tmp_path_factory.mktemp("spans") / "model")
   run = _tool("t2t-lite-train", "--problem=wsj_parsing_spans", f"--data_dir={data_dir}",
               f"--model_dir={model_dir}", "--hparams=transformer_parsing_spans",
-              f"--hparams_overrides={TINY},batch_size=6000,max_length=2048", "--train_steps=40",
-              "--eval_every=40", "--eval_steps=2", "--eval_decode_examples=40", "--noxla",
-              "--log_every=20")
+              f"--hparams_overrides={TINY},batch_size=6000,max_length=2048",
+              f"--train_steps={TRAIN_STEPS}", f"--eval_every={TRAIN_STEPS}", "--eval_steps=2",
+              "--eval_decode_examples=40", "--noxla", "--log_every=1")
   assert run.returncode == 0, run.stderr[-3000:]
   return model_dir, run
 
@@ -183,7 +193,8 @@ def test_the_tools_train_decode_and_export_a_span_parser_as_trees(spans_data, tr
                                                                    tmp_path):
   problem, data_dir = spans_data
   model_dir, run = trained
-  evals = [line for line in run.stdout.splitlines() if line.startswith("eval at step 40")]
+  evals = [line for line in run.stdout.splitlines()
+           if line.startswith(f"eval at step {TRAIN_STEPS}:")]
   assert evals and "dev_bracket_rejected 0.0000" in evals[-1], run.stdout[-2000:]
   pairs = problem.text_pairs("test", data_dir)[:20]
   sources = tmp_path / "sources.txt"
