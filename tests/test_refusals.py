@@ -167,3 +167,27 @@ def test_no_tensorflow_lines_whatever_tf_cpp_min_log_level_says(model_dir, tmp_p
   assert imported  # The lines it would print come with TensorFlow.
   assert (code, out) == (2, "") and err == (
       f"t2t-lite-decode: error: checkpoint {missing} not found (no {missing}.index)\n")
+
+
+@pytest.mark.parametrize("tool, args, reason", [
+    ("decode", ["--model_dir=m", "--precision=bf61"], "argument --precision: invalid choice: 'bf61'"),
+    ("export", ["--model_dir=m", "--export_dir=e", "--quantization=bogus"],
+     "argument --quantization: invalid choice: 'bogus'"),
+    ("train", ["--problem=wmt_ende", "--cooldown_patience=x"],
+     "argument --cooldown_patience: invalid int value: 'x'"),
+    ("tune", ["--problem=wmt_ende", "--ranged_hparams=r", "--study_dir=s", "--trials=0"],
+     "--trials and --heartbeat_seconds must be >= 1"),
+    ("score", ["--model_dir=m", "--source_file=s", "--batch_size=x"],
+     "argument --batch_size: invalid int value: 'x'"),
+    ("attention", ["--model_dir=m", "--text=t", "--output_dir=o", "--precision=bf61"],
+     "argument --precision: invalid choice: 'bf61'"),
+    ("avg_checkpoints", ["--model_dir=m", "--output_dir=o", "--num_last=x"],
+     "argument --num_last: invalid int value: 'x'"),
+    ("datagen", ["--problem=wmt_ende", "--data_dir=d", "--workers=x"],
+     "argument --workers: invalid int value: 'x'"),
+], ids=lambda v: v if isinstance(v, str) and not v.startswith(("arg", "--")) else None)
+def test_a_bad_flag_value_is_one_line_with_a_hint_not_the_usage_page(tool, args, reason, tmp_path):
+  """argparse's own refusals too: one line naming the flag, then where the help is."""
+  prog = "t2t-lite-" + tool.replace("_", "-")
+  assert_refused_before_tensorflow(tool, args, reason, tmp_path)
+  assert run_tool(tool, *args)[2].rstrip().endswith(f"(see {prog} --help)")

@@ -12,7 +12,6 @@ Rows are the attending positions (queries), columns the attended ones (keys). A 
 is labelled with the token that position predicts; the decoder reads the previous one. The
 model is the run's best when it kept one (--checkpoint_path), named on stderr with why.
 """
-import argparse
 import json
 import logging
 import os
@@ -95,7 +94,7 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(prog="t2t-lite-attention", description=__doc__.split("\n")[0])
+  parser = cli.ArgumentParser(prog="t2t-lite-attention", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser)
   parser.add_argument("--text", required=True, help="the source sentence")
   parser.add_argument("--target", default=None,

@@ -8,7 +8,6 @@ The paper averages the last 5 checkpoints (written every 10 minutes) for base mo
 accept) plus hparams.json, run.json and the vocabulary. Checkpoints whose model variables differ
 in names or shapes are refused, naming the first difference.
 """
-import argparse
 import json
 import logging
 import sys
@@ -19,7 +18,7 @@ from t2t_lite.rundir import run_files
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(prog="t2t-lite-avg-checkpoints",
+  parser = cli.ArgumentParser(prog="t2t-lite-avg-checkpoints",
                                    description=__doc__.split("\n")[0])
   parser.add_argument("--model_dir", required=True, help="a t2t-lite-train model_dir")
   parser.add_argument("--num_last", type=int, default=5,

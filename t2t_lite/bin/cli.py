@@ -1,4 +1,5 @@
 """What every t2t-lite tool does with an expected failure: one line on stderr and an exit status."""
+import argparse
 import logging
 import sys
 
@@ -7,6 +8,15 @@ def fail(prog, message, exit_status=2):
   """Prints `prog: error: message` on stderr (one line) and returns the exit status."""
   print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
   return exit_status
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse's parser whose refusal is the tools' one line (`prog: error: ...` and a hint to
+  run --help) instead of the usage page followed by the error, which buries the line that
+  matters under 16-32 lines of flags."""
+
+  def error(self, message):
+    self.exit(fail(self.prog, f"{message} (see {self.prog} --help)"))
 
 
 def configure_logging(verbose, level=logging.INFO, fmt="%(levelname)s %(message)s"):

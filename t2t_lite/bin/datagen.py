@@ -7,7 +7,6 @@ Running it again on a prepared data_dir does nothing. t2t-lite-train prepares by
 While reading each split it logs (stderr) pairs read, pairs/s and an ETA every
 --progress_seconds. A long split is tokenized by --workers processes (default: one per core).
 """
-import argparse
 import json
 import logging
 import sys
@@ -18,7 +17,7 @@ from t2t_lite.errors import T2TLiteError
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(prog="t2t-lite-datagen", description=__doc__.split("\n")[0])
+  parser = cli.ArgumentParser(prog="t2t-lite-datagen", description=__doc__.split("\n")[0])
   parser.add_argument("--problem", help="registered problem name (see --list)")
   parser.add_argument("--data_dir", help="where the vocabulary and tokenized data go")
   parser.add_argument("--raw_dir", default=None,

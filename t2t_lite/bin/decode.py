@@ -29,7 +29,6 @@ detokenized BLEU with its signature and the paper's tokenized BLEU with compound
 exact match and the sentences scored, skipped and rejected (t2t_lite/parsing/evalb.py), and with
 --evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
 """
-import argparse
 import itertools
 import json
 import logging
@@ -48,7 +47,7 @@ logger = logging.getLogger(PROG)
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
+  parser = cli.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--input_file", default="-", help="one sentence a line; - = stdin")
   parser.add_argument("--output_file", default="-", help="- = stdout")

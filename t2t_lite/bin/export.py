@@ -18,7 +18,6 @@ new, empty or hold only earlier versions. See docs/serving.md.
   # SentencePiece model beside them), into a new or empty export_dir; needs the optional
   # ctranslate2 package (pip install -e '.[ctranslate2]'). See docs/serving.md.
 """
-import argparse
 import logging
 import sys
 
@@ -29,7 +28,7 @@ from t2t_lite.errors import T2TLiteError
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog="t2t-lite-export", description=__doc__.split("\n")[0])
+  parser = cli.ArgumentParser(prog="t2t-lite-export", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--export_dir", required=True,
                       help="TF Serving's --model_base_path: the export goes to a new "

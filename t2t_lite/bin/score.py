@@ -16,7 +16,6 @@ naming the checkpoint and why it was chosen (the run's best model when it kept o
 corpus perplexity exp(-logprob / tokens) (null for no tokens: empty files give no lines and 0
 sentences). Sources longer than max_length are cut, with a warning naming the line.
 """
-import argparse
 import json
 import logging
 import math
@@ -33,7 +32,7 @@ logger = logging.getLogger(PROG)
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  parser = cli.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--source_file", required=True, help="one source a line")
   targets = parser.add_mutually_exclusive_group(required=True)

@@ -13,12 +13,12 @@ import logging
 import os
 import sys
 
-from t2t_lite.bin import flags
+from t2t_lite.bin import cli, flags
 from t2t_lite.train.train_config import TrainConfig
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(
+  parser = cli.ArgumentParser(
       prog="t2t-lite-train", description=__doc__.split("\n\n")[0],
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   add = parser.add_argument
@@ -63,7 +63,6 @@ def default_dirs(args, environ=os.environ):
 def main(argv=None):
   args = parse_args(argv)
   import t2t_lite
-  from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
 
   if args.list:

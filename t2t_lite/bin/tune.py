@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 
-from t2t_lite.bin import flags
+from t2t_lite.bin import cli, flags
 from t2t_lite.train.train_config import TrainConfig, TrainerError
 
 # The training options every trial shares, as t2t-lite-train's flags: all but the run directory
@@ -30,7 +30,7 @@ _TRAIN_OPTIONS = [field.name for field in dataclasses.fields(TrainConfig)
 
 
 def parse_args(argv=None):
-  parser = argparse.ArgumentParser(
+  parser = cli.ArgumentParser(
       prog="t2t-lite-tune", description=__doc__.split("\n\n")[0],
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   add = parser.add_argument
@@ -135,7 +135,6 @@ def _study(args, queued, attrs, direction):
 
 def main(argv=None):
   args = parse_args(argv)
-  from t2t_lite.bin import cli
   from t2t_lite.errors import T2TLiteError
 
   if args.list:
