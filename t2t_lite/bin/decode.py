@@ -38,7 +38,8 @@ import time
 import tqdm
 
 from t2t_lite.bin import cli, flags, text_lines
-from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError
+from t2t_lite.decode.decode_settings import (DecodeSettings, DecodingError, check_request,
+                                             forced)
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import run_files
 
@@ -130,6 +131,8 @@ def main(argv=None):
                                      and sys.stdin.isatty())
   try:
     _check_paths(args)
+    check_request(forced(args.target_prefix, args.constraints), args.xla, args.max_input_length,
+                  **flags.field_values(args, DecodeSettings))  # Before TensorFlow loads.
     from t2t_lite.decode import translation
     done, keep = text_lines.lines_done(args.output_file) if args.continue_output else (0, None)
     total = text_lines.count_lines(args.input_file)
@@ -139,8 +142,8 @@ def main(argv=None):
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
         **flags.field_values(args, DecodeSettings))
-    if args.target_prefix:
-      translator.check_forcing()
+    if args.target_prefix:  # The first window's prefixes, before anything is written.
+      translator.check_prefixes(*text_lines.split_prefixes(first), first_number=done + 1)
     if args.constraints:  # The first window's phrases, before anything is written.
       sources, phrases = text_lines.split_constraints(first)
       translator.check_constraints(sources, phrases, first_number=done + 1)

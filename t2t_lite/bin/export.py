@@ -23,7 +23,7 @@ import sys
 
 from t2t_lite.bin import cli, flags
 from t2t_lite.decode import export_checks
-from t2t_lite.decode.decode_settings import DecodeSettings
+from t2t_lite.decode.decode_settings import DecodeSettings, forced
 from t2t_lite.errors import T2TLiteError
 
 
@@ -80,7 +80,8 @@ def _export(args):
           "target_prefix= in translate_batch and has no lexical constraints")
     export_checks.check_ctranslate2_export(
         model_dir, args.export_dir, quantization=args.quantization or "none",
-        precision=args.precision, with_alignments=args.with_alignments, **settings)
+        precision=args.precision, with_alignments=args.with_alignments,
+        max_input_length=args.max_input_length, **settings)
     from t2t_lite.decode import ctranslate2_export
     return ctranslate2_export.export_model_dir(
         model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
@@ -89,7 +90,9 @@ def _export(args):
   if args.quantization is not None:
     raise export_checks.ExportError("--quantization is --format=ctranslate2's: a SavedModel "
                                     "computes in --precision")
-  export_checks.check_saved_model_export(model_dir, args.export_dir, args.precision)
+  export_checks.check_saved_model_export(
+      model_dir, args.export_dir, args.precision,
+      forced(args.target_prefix, args.constraints), args.max_input_length, **settings)
   from t2t_lite.decode import export
   return export.export_model_dir(
       model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,

@@ -167,7 +167,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, quantizatio
   failed write leaves nothing behind."""
   ctranslate2 = require_ctranslate2()
   check_ctranslate2_export(model_dir, export_dir, quantization=quantization, precision=precision,
-                           with_alignments=with_alignments, **settings)
+                           with_alignments=with_alignments, max_input_length=max_input_length,
+                           **settings)
   if isinstance(model_dir, (list, tuple)):
     model_dir = model_dir[0]
   loaded = loading.load(model_dir, checkpoint_path, "none")

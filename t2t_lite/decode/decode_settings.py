@@ -21,6 +21,13 @@ def _setting(help, default=dataclasses.MISSING, resolved=False):
 
 
 _RESOLVED = "Default: hparams.json's, else the problem's"
+# What check_request's `forcing` names: what is forced through the beam search.
+TARGET_PREFIXES, CONSTRAINTS = "target prefixes", "lexical constraints"
+# (field, the test of a value, what it must be): each value given is checked alone.
+_BOUNDS = (("beam_size", lambda v: v >= 1, ">= 1"), ("alpha", lambda v: v >= 0, ">= 0"),
+           ("extra_length", lambda v: v >= 1, ">= 1"), ("n_best", lambda v: v >= 1, ">= 1"),
+           ("temperature", lambda v: v > 0, "> 0"), ("top_k", lambda v: v >= 0, ">= 0"),
+           ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,28 +64,7 @@ class DecodeSettings:
                              "outputs. Beam search without --xla", False)
 
   def __post_init__(self):
-    checks = (("beam_size", self.beam_size >= 1, ">= 1"), ("alpha", self.alpha >= 0, ">= 0"),
-              ("extra_length", self.extra_length >= 1, ">= 1"),
-              ("n_best", self.n_best >= 1, ">= 1"), ("temperature", self.temperature > 0, "> 0"),
-              ("top_k", self.top_k >= 0, ">= 0"), ("top_p", 0 < self.top_p <= 1, "in (0, 1]"))
-    for name, ok, wanted in checks:
-      if not ok:
-        raise DecodingError(f"{name} must be {wanted}, got {getattr(self, name)}")
-    if self.shortlist and self.sample:
-      raise DecodingError("shortlist with sample: sampling draws from the whole vocabulary; "
-                          "drop one of them")
-    if not self.sample and self.n_best > self.beam_size:
-      raise DecodingError(f"n_best={self.n_best} is more than beam_size={self.beam_size}: a beam "
-                          f"search keeps beam_size outputs; raise --beam_size")
-
-  def check_forcing(self, what, output_constraint=None):
-    """Target prefixes and lexical constraints (`what`) are forced in the beam search over the
-    whole vocabulary: refused in one line with what cannot force them."""
-    reason = ("sampling" if self.sample else "the shortlist" if self.shortlist else
-              "this problem's output constraint" if output_constraint is not None else None)
-    if reason:
-      raise DecodingError(f"{what} with {reason}: {what} are forced in the beam search over the "
-                          "whole vocabulary")
+    check_request(**self.as_kwargs())
 
   @classmethod
   def resolve(cls, problem, hparams=None, **given):
@@ -96,3 +82,74 @@ class DecodeSettings:
 
   def as_kwargs(self):
     return dataclasses.asdict(self)
+
+
+# Why a span parser's decoding does not do what a Transformer's does.
+ONE_TREE = ("it scores spans, not output tokens, and decodes its one best tree by CKY (an "
+            "encoder-decoder parser, architecture=transformer, can)")
+
+
+def _check_model_kind(span_parser, values, with_alignments, forcing):
+  """What a span parser's decoding cannot do, and the span parser's setting bracket_offset
+  with an encoder-decoder model, refused in one line."""
+  if not span_parser:
+    if values.get("bracket_offset"):
+      raise DecodingError(f"bracket_offset={values['bracket_offset']} with an encoder-decoder "
+                          "model: it is a span parser's (architecture=span_parser) setting")
+    return
+  asked = [name for name, value in (("n_best > 1", values.get("n_best", 1) > 1),
+                                    ("sampling", values.get("sample")),
+                                    ("a shortlist", values.get("shortlist")),
+                                    ("alignments", with_alignments)) if value] + list(forcing)
+  if asked:
+    raise DecodingError(f"{asked[0]} with a span parser: {ONE_TREE}")
+
+
+def forced(prefixes, constraints):
+  """check_request's `forcing` of a request that forces target prefixes and / or lexical
+  constraints (each a bool)."""
+  return [what for what, asked in ((TARGET_PREFIXES, prefixes), (CONSTRAINTS, constraints))
+          if asked]
+
+
+def check_request(forcing=(), jit_compile=False, max_input_length=None, output_constraint=False,
+                  span_parser=None, with_alignments=False, **settings):
+  """Refuses in one line a decoding request that cannot be decoded, from plain values: the
+  settings given (DecodeSettings' fields; one left None or out is resolved later, from hparams
+  or the problem, and checked then), what it forces through the search (`forcing`:
+  TARGET_PREFIXES, CONSTRAINTS), XLA, max_input_length, alignments, and what only a loaded run
+  knows: whether the problem has an output constraint, whether the model is a span parser
+  (None: not known yet). No model, no TensorFlow: the tools call it before TensorFlow loads,
+  and Translator.from_model_dir, translate() and the exports before anything is loaded, built
+  (a shortlist) or written, and again once the model is loaded; DecodeSettings runs it on
+  every resolved set."""
+  values = {name: value for name, value in settings.items() if value is not None}
+  for name, ok, wanted in _BOUNDS:
+    if name in values and not ok(values[name]):
+      raise DecodingError(f"{name} must be {wanted}, got {values[name]}")
+  if max_input_length is not None and max_input_length < 2:
+    # Not "0 = the default": a value given is the value used.
+    raise DecodingError(f"max_input_length must be >= 2 (a token and EOS), got "
+                        f"{max_input_length}; leave it out for hparams max_length")
+  if span_parser is not None:
+    _check_model_kind(span_parser, values, with_alignments, forcing)
+  sample, shortlist = values.get("sample"), values.get("shortlist")
+  if shortlist and sample:
+    raise DecodingError("shortlist with sample: sampling draws from the whole vocabulary; "
+                        "drop one of them")
+  if shortlist and jit_compile:
+    raise DecodingError("shortlist with --xla: a batch's shortlist has its own size, for which "
+                        "XLA would compile the search again; decode without --xla")
+  if shortlist and output_constraint:
+    raise DecodingError("shortlist with this problem's output constraint: the constraint masks "
+                        "the whole vocabulary; decode without --shortlist")
+  beam_size, n_best = values.get("beam_size"), values.get("n_best")
+  if not sample and beam_size is not None and n_best is not None and n_best > beam_size:
+    raise DecodingError(f"n_best={n_best} is more than beam_size={beam_size}: a beam search "
+                        "keeps beam_size outputs; raise --beam_size")
+  reason = ("sampling" if sample else "the shortlist" if shortlist else
+            "this problem's output constraint" if output_constraint else None)
+  for what in forcing:
+    if reason:
+      raise DecodingError(f"{what} with {reason}: {what} are forced in the beam search over the "
+                          "whole vocabulary")

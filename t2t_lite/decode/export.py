@@ -227,10 +227,13 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   """
   # Before the model is loaded: a bad export_dir fails at once (created by `save` only once
   # there is a model to write, so a failed export leaves nothing behind).
-  check_saved_model_export(model_dir, export_dir, precision)
+  forcing = translation.forced(with_prefix, with_constraints)
+  check_saved_model_export(model_dir, export_dir, precision, forcing, max_input_length,
+                           jit_compile, **settings)
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
-      jit_compile=jit_compile, with_alignments=with_alignments, portable=True, **settings)
+      jit_compile=jit_compile, with_alignments=with_alignments, portable=True, forcing=forcing,
+      **settings)
   loaded = translator.loaded
   logger.info("exporting %s; %s", loaded.which(), loaded.computing())
   module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix,

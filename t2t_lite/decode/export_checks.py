@@ -8,6 +8,7 @@ import os
 import re
 
 from t2t_lite import files
+from t2t_lite.decode.decode_settings import check_request
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import run_files
 
@@ -29,10 +30,14 @@ def _members(model_dir):
   return list(model_dir) if isinstance(model_dir, (list, tuple)) else [model_dir]
 
 
-def check_saved_model_export(model_dir, export_dir, precision="auto"):
+def check_saved_model_export(model_dir, export_dir, precision="auto", forcing=(),
+                             max_input_length=None, jit_compile=False, **settings):
   """Refuses a SavedModel export into an export_dir that is not an export base, in a precision
-  TF Serving does not run, or of a model_dir (each of an ensemble's) that holds no run."""
+  TF Serving does not run, of a request decoding refuses (settings: DecodeSettings' fields;
+  `forcing`: the signatures that force target prefixes or constraints; check_request), or of
+  a model_dir (each of an ensemble's) that holds no run."""
   check_export_base(export_dir)
+  check_request(forcing, jit_compile, max_input_length, **settings)
   if precision == "int8":
     raise ExportError("--precision=int8 decodes with XLA-compiled matmuls that TF Serving runs "
                       "only with --xla_cpu_compilation_enabled; export none or bf16, or "
@@ -59,10 +64,11 @@ def check_export_base(export_dir):
 
 
 def check_ctranslate2_export(model_dir, export_dir, *, quantization="none", precision="auto",
-                             with_alignments=False, **settings):
+                             with_alignments=False, max_input_length=None, **settings):
   """Refuses a CTranslate2 export of an unknown quantization, into an export_dir that is not
   a new or empty local directory, with a setting a CTranslate2 model directory cannot carry
-  (`settings`: DecodeSettings' fields), or of a model_dir that holds no run."""
+  (`settings`: DecodeSettings' fields) or that decoding refuses (check_request), or of a
+  model_dir that holds no run."""
   if quantization not in QUANTIZATIONS:
     raise CTranslate2ExportError(f"quantization {quantization!r} is not one of "
                                  f"{', '.join(QUANTIZATIONS)}")
@@ -92,4 +98,5 @@ def check_ctranslate2_export(model_dir, export_dir, *, quantization="none", prec
   for bad, message in refused:
     if bad:
       raise CTranslate2ExportError(f"--format=ctranslate2 with {message}")
+  check_request(max_input_length=max_input_length, **settings)
   run_files.check_run_dir(_members(model_dir)[0])

@@ -50,14 +50,20 @@ def from_phrases(phrases):
                      tf.pad(numbers.to_tensor(-1), pad, constant_values=-1))
 
 
+def unknown(tokens, unk_id):
+  """bool [B]: the rows of forced tokens, ragged [B, (T)] (a sentence's constraint phrases, or
+  its target prefix), that hold UNK: a word the vocabulary lacks. Forced, it would be <unk> in
+  the output, not the word, so constraints and prefixes are refused alike for it."""
+  return tf.reduce_any(tf.equal(tokens, unk_id), axis=1)
+
+
 def problems(phrases, lengths, extra_length, unk_id):
   """Phrases a search cannot meet: (unknown bool [B]: a phrase has a word the vocabulary lacks
   (UNK), too_long bool [B]: with EOS its phrases' tokens do not fit in the sentence's longest
   output, lengths [B] (its source's tokens) + extra_length, tokens int [B])."""
   tokens = phrases.merge_dims(1, 2)  # [B, (C)]
-  unknown = tf.reduce_any(tf.equal(tokens, unk_id), axis=1)
   count = tf.cast(tokens.row_lengths(), tf.int32)
-  return unknown, count > lengths + extra_length, count
+  return unknown(tokens, unk_id), count > lengths + extra_length, count
 
 
 def initial_state(constraints, rows):

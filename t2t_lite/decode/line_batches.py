@@ -33,7 +33,7 @@ class LineDecoding:
       if values is not None and len(values) != len(lines):
         raise DecodingError(f"{len(values)} lines of {name} for {len(lines)} lines")
     if prefixes is not None:
-      self.check_forcing()
+      self.check_prefixes(lines, prefixes, first_number)
     if constraints is not None:
       self.check_constraints(lines, constraints, first_number)
     decode = (self.decode_text if prefixes is None and constraints is None else

@@ -74,7 +74,9 @@ def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla
     d_model = min(run.require_hparams().d_model for run in runs)
     *precision, compiled, searches = mixed_precision.for_search(precision, xla, d_model)
   else:
-    precision, compiled = mixed_precision.resolve(precision, xla, inference=True), False
+    # Not for a search here (an export, the weights alone): no warning about this machine.
+    precision, compiled = mixed_precision.resolve(precision, xla, inference=True,
+                                                  warn=False), False
   if ensemble:
     loaded = _load_ensemble(runs, checkpoint_path, tuple(precision), compiled)
   else:

@@ -22,6 +22,7 @@ vocabulary.
 """
 import io
 import logging
+import zipfile
 
 import numpy as np
 import tensorflow as tf
@@ -69,8 +70,14 @@ class Shortlist(tf.Module):
 
   @classmethod
   def from_bytes(cls, data):
+    """The table of to_bytes' bytes; one of _NOT_A_TABLE when they are not."""
     arrays = np.load(io.BytesIO(data))
     return cls(arrays["candidates"], arrays["known"], arrays["frequent"], arrays["pairs"])
+
+
+# What numpy raises for bytes that are not to_bytes' (truncated or overwritten): errors of many
+# kinds, one of which speaks of pickles.
+_NOT_A_TABLE = (ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile)
 
 
 def build(pairs, vocab_size, *, frequent=FREQUENT, per_source=PER_SOURCE):
@@ -125,16 +132,22 @@ def for_run(model_dir, vocab_size):
   of the data_dir its run.json names and written there (a directory that cannot be written to
   gets a warning, and the table is used all the same)."""
   path = run_files.path(model_dir, run_files.SHORTLIST_FILE)
+  again = ("remove it, and the next use of --shortlist builds it again from the training data "
+           "its run.json names")
   if tf.io.gfile.exists(path):
     try:
       with tf.io.gfile.GFile(path, "rb") as f:
-        table = Shortlist.from_bytes(f.read())
-    except (ValueError, OSError, KeyError, tf.errors.OpError) as e:
-      raise ShortlistError(f"{path} does not read ({errors.reason(e)}): delete it to build it "
-                           "again from the training data") from None
+        data = f.read()
+    except (OSError, tf.errors.OpError) as e:
+      raise ShortlistError(f"{path} does not read ({errors.reason(e)})") from None
+    try:
+      table = Shortlist.from_bytes(data)
+    except _NOT_A_TABLE:  # numpy's reason would only mislead.
+      raise ShortlistError(f"{path} is damaged (not the table decoding wrote: truncated or "
+                           f"overwritten); {again}") from None
     if table.vocab_size != vocab_size:
       raise ShortlistError(f"{path} is of a vocabulary of {table.vocab_size} ids, the run's has "
-                           f"{vocab_size}: delete it to build it again from the training data")
+                           f"{vocab_size}; {again}")
     return table
   data_dir = run_files.read_run(model_dir).info.get("data_dir")
   records = data_files.record_paths(data_dir, "train") if data_dir else []

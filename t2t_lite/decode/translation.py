@@ -22,6 +22,7 @@ Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L ou
 import dataclasses
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
@@ -29,7 +30,9 @@ from t2t_lite.decode import (alignment, forced_decoding, lexical, line_batches,
                              loading, sampling, search, shortlist)
 # The settings' owner is decode_settings.py; its names are also translation's, where every
 # tool found them first.
-from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError  # noqa: F401
+from t2t_lite.decode.decode_settings import (ONE_TREE, TARGET_PREFIXES,  # noqa: F401
+                                             DecodeSettings, DecodingError, check_request,
+                                             forced)
 from t2t_lite.modeling.span_parser import SpanParser
 
 # Whitespace as Python's str.isspace() sees it (RE2's \s is ASCII only; \p{Z}: separators).
@@ -64,21 +67,17 @@ class Translator(line_batches.LineDecoding, tf.Module):
     super().__init__(name="translator")
     self.model, self.tokenizer = model, tokenizer
     self.settings = DecodeSettings(**settings)
-    self.max_input_length = max_input_length or model.hparams.max_length
-    if self.max_input_length < 2:
-      raise DecodingError(f"max_input_length must be >= 2 (a token and EOS), got "
-                          f"{self.max_input_length}")
+    check_request(jit_compile=jit_compile, max_input_length=max_input_length,
+                  output_constraint=constraint is not None,
+                  span_parser=isinstance(model, SpanParser), with_alignments=with_alignments,
+                  **settings)
+    self.max_input_length = (model.hparams.max_length if max_input_length is None
+                             else max_input_length)
     self.jit_compile, self.length_multiple = jit_compile, length_multiple
     self.constraint, self.output_fn = constraint, output_fn
     self.with_alignments, self.searches = with_alignments, searches
     self.vocabulary_shortlist = vocabulary_shortlist if self.settings.shortlist else None
-    if isinstance(model, SpanParser):
-      _check_span_parser(self.settings, with_alignments)
-    elif self.settings.bracket_offset:
-      raise DecodingError(f"bracket_offset={self.settings.bracket_offset} with an encoder-decoder "
-                          "model: it is a span parser's (architecture=span_parser) setting")
     if self.settings.shortlist:
-      _check_shortlist(jit_compile, constraint)
       if vocabulary_shortlist is None:
         raise DecodingError("shortlist: no vocabulary_shortlist given (Translator.from_model_dir "
                             "reads or builds the run's)")
@@ -117,7 +116,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto", portable=False,
-                     **kwargs):
+                     forcing=(), **kwargs):
     """The model of model_dir (or an ensemble: a list of model_dirs) from the checkpoint
     `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
     loading.py; `self.loaded.which()` says which and why), computing in `precision`
@@ -126,15 +125,22 @@ class Translator(line_batches.LineDecoding, tf.Module):
     DecodeSettings.resolve; the problem's constraint and output form; with the setting
     `shortlist`, the run's table (shortlist.for_run: read, or built and kept). `portable`: for
     a graph that runs on another machine (an export), so not shaped by this one's kernels
-    (loading's `search`)."""
-    loaded = loading.load(model_dir, checkpoint_path, precision,
-                          kwargs.get("jit_compile", False), search=not portable)
+    (loading's `search`). `forcing`: what the caller will force through the search
+    (TARGET_PREFIXES, CONSTRAINTS), refused here if it cannot be. A request that cannot be
+    decoded is refused before the model loads (check_request), or, where it takes the model
+    or its problem to know, before a shortlist is built and kept."""
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
-    settings = DecodeSettings.resolve(
-        loaded.problem, loaded.hparams, **{k: kwargs.pop(k) for k in names if k in kwargs})
+    given = {k: kwargs.pop(k) for k in names if k in kwargs}
+    jit_compile = kwargs.get("jit_compile", False)
+    check_request(forcing, jit_compile, kwargs.get("max_input_length"), **given)
+    loaded = loading.load(model_dir, checkpoint_path, precision, jit_compile,
+                          search=not portable)
+    settings = DecodeSettings.resolve(loaded.problem, loaded.hparams, **given)
+    check_request(forcing, jit_compile, output_constraint=getattr(
+        loaded.problem, "decode_constraint", None) is not None,
+        span_parser=isinstance(loaded.model, SpanParser),
+        with_alignments=kwargs.get("with_alignments", False), **settings.as_kwargs())
     if settings.shortlist and kwargs.get("vocabulary_shortlist") is None:
-      _check_shortlist(kwargs.get("jit_compile"), getattr(loaded.problem, "decode_constraint",
-                                                          None))  # before building a table
       # The members of an ensemble share one vocabulary (loading.py): the first one's table.
       kwargs["vocabulary_shortlist"] = shortlist.for_run(loaded.model_dirs[0],
                                                          loaded.tokenizer.vocab_size)
@@ -172,12 +178,27 @@ class Translator(line_batches.LineDecoding, tf.Module):
             tf.range(self.model.vocab_size)).numpy()
     return tf.constant(self._continues_word)
 
-  def check_forcing(self, what="target prefixes"):
+  def check_forcing(self, what=TARGET_PREFIXES):
     """Target prefixes and lexical constraints are forced in the beam search: refused in one
-    line with what cannot force them (DecodeSettings.check_forcing)."""
-    if isinstance(self.model, SpanParser):
-      raise DecodingError(f"{what} with a span parser: {_ONE_TREE}")
-    self.settings.check_forcing(what, self.constraint)
+    line with what cannot force them (check_request)."""
+    check_request([what], output_constraint=self.constraint is not None,
+                  span_parser=isinstance(self.model, SpanParser), **self.settings.as_kwargs())
+
+  def check_prefixes(self, lines, prefixes, first_number=1, batch_size=256):
+    """Refuses in one line, naming it, the first line whose target prefix has a word that is
+    not in the model's vocabulary: forced, it would be UNK (<unk> in the output, not the
+    word). Decided as for a constraint (constraint_problems' "unknown", a prefix being one
+    phrase), and refused alike (check_constraints). lines[0] is line `first_number`."""
+    self.check_forcing()
+    for start in range(0, len(lines), batch_size):
+      part = prefixes[start:start + batch_size]
+      unknown = np.flatnonzero(self.constraint_problems(
+          tf.constant(lines[start:start + batch_size], tf.string),
+          tf.constant([[prefix] for prefix in part], tf.string))["unknown"])
+      if unknown.size:
+        i = unknown[0]
+        raise DecodingError(f"line {start + i + first_number}: a target prefix ({part[i]}) has "
+                            "a word that is not in the model's vocabulary")
 
   beam_size = property(lambda self: self.settings.beam_size)
   alpha = property(lambda self: self.settings.alpha)
@@ -272,7 +293,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
     empty = blank | tf.equal(lengths, 0)  # [B]
     prefix = () if phrases is None else (None, self._lexical(phrases, lengths, empty))
     if prefix_tokens is not None:  # Cut as sources are (a prefix is never cut silently).
-      prefix, prefix_cut, prefix_lengths = self._source(prefix_tokens, add_eos=False)
+      # Asserted known (the export's only check; decode_lines refuses a line first).
+      with tf.control_dependencies([tf.debugging.assert_equal(tf.reduce_any(
+          lexical.unknown(prefix_tokens, UNK_ID) & ~empty), False,
+          message="a target prefix has a word that is not in the vocabulary")]):
+        prefix, prefix_cut, prefix_lengths = self._source(prefix_tokens, add_eos=False)
       prefix = (tf.where(empty[:, None], PAD_ID, prefix),)  # [B, P]
       truncated |= prefix_cut
       lengths = tf.maximum(lengths, prefix_lengths)
@@ -327,35 +352,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
     source) float32 [B], "tokens": int32 [B] (EOS included), "score": logprob / lp(tokens)
     with the settings' alpha, as beam search ranks outputs, "truncated": bool [B]}."""
     if isinstance(self.model, SpanParser):
-      raise DecodingError(f"scoring given outputs with a span parser: {_ONE_TREE}")
+      raise DecodingError(f"scoring given outputs with a span parser: {ONE_TREE}")
     inputs, truncated, _ = self._source(self.tokenizer.tokenize(_valid_utf8(sources)))
     target_ids = self.tokenizer.tokenize(_valid_utf8(targets), add_eos=True).to_tensor(PAD_ID)
     return dict(forced_decoding.scores(self.model, inputs, target_ids, self.settings.alpha),
                 truncated=truncated)
-
-
-_ONE_TREE = ("it scores spans, not output tokens, and decodes its one best tree by CKY (an "
-             "encoder-decoder parser, architecture=transformer, can)")
-
-
-def _check_span_parser(settings, with_alignments):
-  """What a span parser's decoding cannot do, refused in one line."""
-  asked = [name for name, value in (("n_best > 1", settings.n_best > 1),
-                                    ("sampling", settings.sample),
-                                    ("a shortlist", settings.shortlist),
-                                    ("alignments", with_alignments)) if value]
-  if asked:
-    raise DecodingError(f"{asked[0]} with a span parser: {_ONE_TREE}")
-
-
-def _check_shortlist(jit_compile, constraint):
-  """What the setting `shortlist` cannot be used with, refused in one line."""
-  if jit_compile:
-    raise DecodingError("shortlist with --xla: a batch's shortlist has its own size, for which "
-                        "XLA would compile the search again; decode without --xla")
-  if constraint is not None:
-    raise DecodingError("shortlist with this problem's output constraint: the constraint masks "
-                        "the whole vocabulary; decode without --shortlist")
 
 
 def _valid_utf8(strings):
@@ -383,8 +384,9 @@ def translate(model_dir, sentences, beam_size=None, alpha=None, *, checkpoint_pa
   """
   if isinstance(sentences, str):
     raise DecodingError("translate() takes a list of sentences, got one string")
-  translator = Translator.from_model_dir(model_dir, checkpoint_path, beam_size=beam_size,
-                                         alpha=alpha, extra_length=extra_length,
-                                         precision=precision, **settings)
+  translator = Translator.from_model_dir(
+      model_dir, checkpoint_path, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
+      precision=precision, forcing=forced(prefixes is not None, constraints is not None),
+      **settings)
   return translator.translate(list(sentences), batch_size=batch_size, prefixes=prefixes,
                               constraints=constraints)

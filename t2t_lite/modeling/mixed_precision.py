@@ -12,6 +12,9 @@
   auto  the fastest of these for our model on this machine (`choose`), the default of training,
         decode, export and `translate()`; the tools print what it chose and why.
 
+A precision given that is slow on this machine (fp16 on a CPU; bf16 or int8 on a CPU without
+their instructions: `slower_here`) is warned of first, naming the fast choice; not refused.
+
 A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
 their own (`compiled_matmuls`: where TensorFlow runs without oneDNN, for models at least 256
 wide), with the same precision.
@@ -23,6 +26,7 @@ bfloat16 once (`inference_model`).
 """
 import contextlib
 import dataclasses
+import logging
 import os
 
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -34,6 +38,7 @@ INFERENCE_POLICIES = dict(PRECISIONS, bf16="bfloat16", int8="float32")
 AUTO = "auto"
 CHOICES = (AUTO,) + tuple(PRECISIONS)  # what the trainer's flag accepts
 INFERENCE_CHOICES = (AUTO,) + tuple(INFERENCE_POLICIES)  # what decoding's flags accept
+logger = logging.getLogger(__name__)
 
 
 def check(precision, error=ValueError, inference=False):
@@ -146,6 +151,32 @@ def choose(machine, xla):
   return "none", "this CPU has no bfloat16 instructions"
 
 
+def slower_here(precision, machine, xla=False):
+  """Why `precision` (a name given, not auto) is a slow choice on `machine` -> a one-line
+  warning that names this machine's fast choice (`choose`), or "" where it is not slow. From
+  docs/benchmarks.md: float16 on any CPU (TensorFlow has no CPU float16 kernels), bfloat16 on
+  a CPU without bfloat16 instructions (emulated), int8 on a CPU without int8 dot products
+  (VNNI, AMX-INT8: no faster than float32, its weights rounded for nothing). Plain values in,
+  so that every CPU kind is tested on any. A warning, not a refusal: the user may want it."""
+  if machine.tpu or machine.gpu_capabilities:
+    return ""
+  flags = machine.cpu_flags
+  slow = {
+      "fp16": "far slower on a CPU than float32: TensorFlow has no fast CPU float16 kernels "
+              "(training: 2,159 tokens/s against ~14,000 on a Zen 2)",
+      "bf16": "slower on this CPU than float32: without bfloat16 instructions (AVX-512 bf16, "
+              "AMX) it is emulated (decoding: 0.62x float32 on a Zen 3)"
+              if not flags & {"avx512_bf16", "amx_bf16"} else "",
+      "int8": "no faster on this CPU than float32: without int8 dot products (VNNI, "
+              "AMX-INT8) it only rounds the weights (decoding: 0.98x float32 on a Zen 3)"
+              if not flags & {"avx512_vnni", "avx_vnni", "amx_int8"} else ""}.get(precision)
+  if not slow:
+    return ""
+  fast = choose(machine, xla)[0]
+  return (f"precision {precision} is {slow}; this machine's fast choice is "
+          f"{'none (float32)' if fast == 'none' else fast}, what auto chooses")
+
+
 def _onednn_on():
   """Whether this TensorFlow runs its CPU ops with oneDNN: by default only where the CPU has
   AVX-512 (VNNI, bf16) or AMX, or with TF_ENABLE_ONEDNN_OPTS=1. No public API says it."""
@@ -217,12 +248,17 @@ def for_search(precision, xla, d_model):
   return name, "; ".join(r for r in reasons if r), compiled, searches
 
 
-def resolve(precision, xla, tpu=False, inference=False):
+def resolve(precision, xla, tpu=False, inference=False, warn=True):
   """`precision` as asked, or for "auto" the choice for this machine (a TPU host when `tpu`)
-  -> (name, why): what the tools print. The machine is read only for "auto". With `inference`
-  (decoding), int8 may be asked for too."""
+  -> (name, why): what the tools print. A precision asked for that is slow on this machine
+  (`slower_here`) gets a warning (unless not `warn`: a model for another machine), logged
+  before the tools' first line, which names the precision; the machine is read only for
+  these and "auto". With `inference` (decoding), int8 may be asked for too."""
   if precision != AUTO:
     check(precision, inference=inference)
+    slow = warn and precision != "none" and slower_here(precision, Machine.this(tpu), xla)
+    if slow:
+      logger.warning(slow)
     return precision, "asked for"
   name, why = choose(Machine.this(tpu), xla)
   return name, f"auto: {why}"

@@ -84,7 +84,9 @@ class TrainConfig:
   mixed_precision: str = _option(
       "auto", "auto = the fastest on this machine (printed; a resumed run keeps its own); none = "
               "float32; bf16 = bfloat16 compute (TPU, recent GPUs, CPUs with AMX or AMD's "
-              "AVX-512 bf16); fp16 = float16 compute with dynamic loss scaling (GPUs)",
+              "AVX-512 bf16); fp16 = float16 compute with dynamic loss scaling (GPUs). One slow "
+              "on this machine (fp16 on a CPU, bf16 without bfloat16 instructions) gets a "
+              "WARNING line first",
       CHOICES)
   checkpoint_every_minutes: float = _option(
       10.0, "save a checkpoint every this many minutes (the paper: 10) and at the end")
