@@ -9,8 +9,11 @@ TensorFlow, and refuses a mistyped one at once.
 Why not GFile(path, "w") / gfile.copy(overwrite=True) directly: on TensorFlow's ram://
 filesystem both append to an existing file instead of replacing it (TF 2.21), and anywhere a
 process killed mid-write would leave a truncated file that the next resume reads. A failed
-write (a full disk) removes the temporary file and raises a one-line RunFailure naming `path`.
+write (a full disk) removes the temporary file and raises a one-line RunFailure naming `path`;
+`writing(path)` does the same for any other write (the tools' outputs). `same_path` tells that
+two names are one file (a symlink, "./"): what a tool compares before it writes over its input.
 """
+import contextlib
 import os
 
 from t2t_lite.errors import RunFailure, reason
@@ -40,21 +43,62 @@ def listdir(path):
   return [name.rstrip("/") for name in (gfile.listdir(path) if gfile else os.listdir(path))]
 
 
+def same_path(a, b):
+  """Whether paths a and b name the same file or directory: local ones also through symlinks,
+  "./", ".." and hard links (os.path.samefile where both exist, else their real paths), others
+  (gs://, ram://) by their text. How a tool finds that it would write over what it reads."""
+  if "://" in str(a) or "://" in str(b):
+    return os.path.normpath(a) == os.path.normpath(b)
+  if os.path.exists(a) and os.path.exists(b):
+    return os.path.samefile(a, b)
+  return os.path.realpath(a) == os.path.realpath(b)
+
+
+def read_text(path):
+  """The text (UTF-8) of a small file, e.g. a JSON record; TensorFlow only for a path with a
+  scheme."""
+  gfile = _gfile(path)
+  if gfile:
+    with gfile.GFile(path) as f:
+      return f.read()
+  with open(path, encoding="utf-8") as f:
+    return f.read()
+
+
+def open_binary(path):
+  """`path` opened for reading bytes: Python's file for a local path (no TensorFlow),
+  tf.io.gfile.GFile for one with a scheme."""
+  gfile = _gfile(path)
+  return gfile.GFile(path, "rb") if gfile else open(path, "rb")
+
+
+@contextlib.contextmanager
+def writing(path):
+  """Inside it, a failed write (a full disk, a read-only file system, a quota) is a one-line
+  RunFailure naming `path`, for the tools' one line and exit status 1, not a traceback."""
+  import tensorflow as tf
+  try:
+    yield
+  except (tf.errors.OpError, OSError) as e:
+    raise RunFailure(f"writing {path} failed: {reason(e)}") from None
+
+
 def _replace(path, fill):
   import tensorflow as tf
   temp = path + ".tmp"
-  try:
-    if tf.io.gfile.exists(temp):
-      tf.io.gfile.remove(temp)
-    fill(temp)
-    tf.io.gfile.rename(temp, path, overwrite=True)
-  except tf.errors.OpError as e:  # A full disk, a read-only file system, a directory there.
+  with writing(path):
     try:
-      if tf.io.gfile.exists(temp) and not tf.io.gfile.isdir(temp):
-        tf.io.gfile.remove(temp)  # No empty .tmp left behind.
-    except tf.errors.OpError:
-      pass
-    raise RunFailure(f"writing {path} failed: {reason(e)}") from None
+      if tf.io.gfile.exists(temp):
+        tf.io.gfile.remove(temp)
+      fill(temp)
+      tf.io.gfile.rename(temp, path, overwrite=True)
+    except tf.errors.OpError:  # A full disk, a read-only file system, a directory there.
+      try:
+        if tf.io.gfile.exists(temp) and not tf.io.gfile.isdir(temp):
+          tf.io.gfile.remove(temp)  # No empty .tmp left behind.
+      except tf.errors.OpError:
+        pass
+      raise
 
 
 def write_text(path, text):
@@ -81,10 +125,16 @@ def copy(source, path):
 def make_dirs(path, name, error):
   """Creates directory `path` (and its parents); a file in the way or a write error (read-only
   file system, no permission) raises `error` (a T2TLiteError class) naming it as `name`."""
+  check_not_a_file(path, name, error)
   import tensorflow as tf
-  if exists(path) and not isdir(path):
-    raise error(f"{name} {path} is a file, not a directory")
   try:
     tf.io.gfile.makedirs(path)
   except tf.errors.OpError as e:
     raise error(f"cannot create {name} {path}: {reason(e)}") from None
+
+
+def check_not_a_file(path, name, error):
+  """Refuses (`error`, a T2TLiteError class) a directory path `path` (flag `name`) that names a
+  file: without TensorFlow for a local path, so that a tool refuses it before it loads."""
+  if exists(path) and not isdir(path):
+    raise error(f"{name} {path} is a file, not a directory")

@@ -17,8 +17,9 @@ import logging
 import os
 import sys
 
+from t2t_lite import files
 from t2t_lite.bin import cli, flags
-from t2t_lite.decode.decode_settings import DecodeSettings
+from t2t_lite.decode.decode_settings import DecodeSettings, DecodingError
 from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import run_files
 
@@ -79,7 +80,8 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
   axes = {"encoder_self": (source_labels, source_labels),
           "decoder_self": (target_labels, target_labels),
           "encoder_decoder": (target_labels, source_labels)}
-  tf.io.gfile.makedirs(output_dir)
+  with files.writing(output_dir):
+    tf.io.gfile.makedirs(output_dir)
   paths = []
   for kind in KINDS:
     rows, columns = axes[kind]
@@ -87,8 +89,9 @@ def write_attention_pictures(model, tokenizer, source_ids, target_ids, output_di
       weights = np.asarray(weights)[0]  # [H, T_q, T_k]
       for head in range(weights.shape[0]):
         path = os.path.join(output_dir, f"{kind}_layer{layer}_head{head}.png")
-        plot_heatmap(weights[head], rows, columns,
-                     f"{kind.replace('_', '-')} attention, layer {layer}, head {head}", path)
+        with files.writing(path):  # A full disk: one line naming the picture.
+          plot_heatmap(weights[head], rows, columns,
+                       f"{kind.replace('_', '-')} attention, layer {layer}, head {head}", path)
         paths.append(path)
   return paths
 
@@ -99,7 +102,8 @@ def parse_args(argv=None):
   parser.add_argument("--text", required=True, help="the source sentence")
   parser.add_argument("--target", default=None,
                       help="the output to show (default: the model's own translation)")
-  parser.add_argument("--output_dir", required=True, help="where the PNG files go")
+  parser.add_argument("--output_dir", required=True,
+                      help="the directory the PNG files go to (created; not a file)")
   flags.add_fields(parser, DecodeSettings, ("beam_size", "alpha", "extra_length"))
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
@@ -110,8 +114,9 @@ def main(argv=None):
   cli.configure_logging(args.verbose)
   if not args.text.strip():
     return cli.fail("t2t-lite-attention", "--text is empty")
-  try:
-    run_files.check_run_dir(args.model_dir)  # Before TensorFlow loads.
+  try:  # The paths before TensorFlow loads.
+    files.check_not_a_file(args.output_dir, "--output_dir", DecodingError)
+    run_files.check_run_dir(args.model_dir)
     from t2t_lite.decode import translation
     translator = translation.Translator.from_model_dir(
         args.model_dir, args.checkpoint_path, precision=args.precision,
@@ -135,8 +140,11 @@ def main(argv=None):
   else:
     target = args.target
   target_ids = list(tokenizer.encode(target, add_eos=True))
-  paths = write_attention_pictures(translator.model, tokenizer, source_ids, target_ids,
-                                   args.output_dir)
+  try:
+    paths = write_attention_pictures(translator.model, tokenizer, source_ids, target_ids,
+                                     args.output_dir)
+  except T2TLiteError as e:  # A full disk.
+    return cli.fail("t2t-lite-attention", e, e.exit_status)
   print(json.dumps({"output_dir": args.output_dir, "pictures": len(paths), "target": target}))
   return 0
 

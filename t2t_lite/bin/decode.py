@@ -29,6 +29,7 @@ detokenized BLEU with its signature and the paper's tokenized BLEU with compound
 exact match and the sentences scored, skipped and rejected (t2t_lite/parsing/evalb.py), and with
 --evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
 """
+import contextlib
 import itertools
 import json
 import logging
@@ -51,7 +52,8 @@ def parse_args(argv):
   parser = cli.ArgumentParser(prog="t2t-lite-decode", description=__doc__.split("\n")[0])
   flags.add_model_flags(parser, ensemble=True)
   parser.add_argument("--input_file", default="-", help="one sentence a line; - = stdin")
-  parser.add_argument("--output_file", default="-", help="- = stdout")
+  parser.add_argument("--output_file", default="-",
+                      help="- = stdout; not the input file (refused under any name)")
   parser.add_argument("--reference_file", default=None,
                       help="references, one a line: print the problem's scores (stderr, JSON) "
                            "of the best outputs")
@@ -70,7 +72,8 @@ def parse_args(argv):
                       help="each input line is 'source<TAB>phrase<TAB>phrase...': its outputs "
                            "contain every phrase, as whole words, in any order (lexical "
                            "constraints, searched with dynamic beam allocation)")
-  parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+  parser.add_argument("--batch_size", type=flags.positive_int, default=32,
+                      help="sentences per batch")
   parser.add_argument("--window", type=int, default=2048,
                       help="input lines read, decoded (sorted by length into batches) and "
                            "written at a time, flushed before the next are read: memory holds "
@@ -81,7 +84,8 @@ def parse_args(argv):
   parser.add_argument("--continue_output", action="store_true",
                       help="after an interrupted decode: keep --output_file's complete lines and "
                            "decode from the first input line without one, appending (one "
-                           "output a line: not with --n_best)")
+                           "output a line: not with --n_best); an output of more lines than "
+                           "the input is refused, as another input's")
   parser.add_argument("--max_input_length", type=int, default=None,
                       help="longer inputs are cut, with a warning (default: hparams max_length)")
   parser.add_argument("--xla", action="store_true",
@@ -115,8 +119,6 @@ def output_lines(results, n_best, with_alignments, first=0):
 def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
-  if args.batch_size < 1:
-    return cli.fail(PROG, f"--batch_size must be >= 1, got {args.batch_size}")
   if args.window < 1:
     return cli.fail(PROG, f"--window must be >= 1, got {args.window}")
   if args.evalb_report and not args.reference_file:
@@ -133,9 +135,10 @@ def main(argv=None):
     _check_paths(args)
     check_request(forced(args.target_prefix, args.constraints), args.xla, args.max_input_length,
                   **flags.field_values(args, DecodeSettings))  # Before TensorFlow loads.
-    from t2t_lite.decode import translation
-    done, keep = text_lines.lines_done(args.output_file) if args.continue_output else (0, None)
+    done, keep = (text_lines.lines_done(args.output_file, args.input_file)
+                  if args.continue_output else (0, None))
     total = text_lines.count_lines(args.input_file)
+    from t2t_lite.decode import translation
     windows, lines, references = _input(args, interactive, done)
     first = next(windows, [])  # Read and checked before the model is loaded.
     translator = translation.Translator.from_model_dir(
@@ -158,28 +161,30 @@ def main(argv=None):
   output = text_lines.StreamedOutput(args.output_file, keep)
   texts = []  # the best outputs, with --reference_file
   try:
-    _decode_windows(translator, itertools.chain([first], windows), output, args, done,
-                    total, interactive, texts if references is not None else None)
+    with contextlib.closing(output):  # Closed (and a failure to, reported) whatever happens.
+      _decode_windows(translator, itertools.chain([first], windows), output, args, done,
+                      total, interactive, texts if references is not None else None)
+    if references is not None:
+      lines = _split(lines, args)[0]
+      scores = loaded.problem.score(lines, texts, references)
+      print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
+      if args.evalb_report:
+        text_lines.write_lines(args.evalb_report,
+                    [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
   except KeyboardInterrupt:  # Ctrl-C, e.g. interactive: what was written stays
     return 130
-  except T2TLiteError as e:  # e.g. a later window that is not text: the lines before it stay
-    return cli.fail(PROG, e, e.exit_status)
-  finally:
-    output.close()
-  if references is not None:
-    lines = _split(lines, args)[0]
-    scores = loaded.problem.score(lines, texts, references)
-    print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
-    if args.evalb_report:
-      text_lines.write_lines(args.evalb_report,
-                  [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
+  except T2TLiteError as e:  # A later window that is not text, a full disk: what was written
+    return cli.fail(PROG, e, e.exit_status)  # before it stays.
   return 0
 
 
 def _check_paths(args):
-  """Refuses a bad output file, a model_dir without a run or a missing input file before any
-  is read: these checks need no TensorFlow, which reading the input and the model load."""
-  text_lines.check_output_file(args.output_file)
+  """Refuses a bad output file (one that is an input, too), a model_dir without a run or a
+  missing input file before any is read: these checks need no TensorFlow, which reading the
+  input and the model load."""
+  reads = (args.input_file, args.reference_file)
+  text_lines.check_output_file(args.output_file, reads)
+  text_lines.check_output_file(args.evalb_report, reads + (args.output_file,), "--evalb_report")
   for model_dir in args.model_dir:
     run_files.check_run_dir(model_dir)
   for path in filter(None, (args.input_file, args.reference_file)):

@@ -90,3 +90,14 @@ def model_dirs(args):
   dirs = args.model_dir if isinstance(args.model_dir, list) else [args.model_dir]
   return dirs[0] if len(dirs) == 1 else dirs
 
+
+def positive_int(text):
+  """argparse type of a count or size flag (--batch_size, --num_last): an integer >= 1; 0 or a
+  negative one is refused at parsing, in one line, not taken to mean nothing or everything."""
+  try:
+    value = int(text)
+  except ValueError:  # argparse's own wording for a type=int flag
+    raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+  return value

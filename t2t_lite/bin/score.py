@@ -40,9 +40,11 @@ def parse_args(argv):
   targets.add_argument("--nbest_file",
                        help="Moses n-best lines 'i ||| output ||| score' (i: the source line, "
                             "0-based), e.g. t2t-lite-decode --n_best's")
-  parser.add_argument("--output_file", default="-", help="- = stdout")
+  parser.add_argument("--output_file", default="-",
+                      help="- = stdout; not an input file (refused under any name)")
   flags.add_fields(parser, DecodeSettings, ("alpha",))  # the score's penalty
-  parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch")
+  parser.add_argument("--batch_size", type=flags.positive_int, default=32,
+                      help="pairs per batch")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -86,7 +88,7 @@ def main(argv=None):
   try:
     # The paths first: checking them needs no TensorFlow, which reading the files and loading
     # the model import.
-    check_output_file(args.output_file)
+    check_output_file(args.output_file, (args.source_file, args.target_file, args.nbest_file))
     for model_dir in args.model_dir:
       run_files.check_run_dir(model_dir)
     for path in (args.source_file, args.target_file or args.nbest_file):
@@ -108,7 +110,10 @@ def main(argv=None):
              zip(scored["logprob"], scored["tokens"], scored["score"])]
   else:
     lines = [f"{line} ||| {s:.6f}" for line, s in zip(nbest, scored["score"])]
-  write_lines(args.output_file, lines)
+  try:
+    write_lines(args.output_file, lines)
+  except T2TLiteError as e:  # A full disk.
+    return cli.fail(PROG, e, e.exit_status)
   logprob, tokens = sum(scored["logprob"]), sum(scored["tokens"])
   print(json.dumps({"sentences": len(sources), "tokens": tokens, "logprob": logprob,
                     "perplexity": math.exp(-logprob / tokens) if tokens else None}),

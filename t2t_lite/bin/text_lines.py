@@ -107,13 +107,15 @@ def _decoded(raw, first_number, name, invalid):
 
 
 def write_lines(path, lines):
+  """Writes `lines` to a file (a failed write, e.g. a full disk, is a one-line RunFailure
+  naming it) or to stdout ("-")."""
   text = "".join(line + "\n" for line in lines)
   if path == "-":
     sys.stdout.write(text)
     sys.stdout.flush()
   else:
     import tensorflow as tf
-    with tf.io.gfile.GFile(path, "w") as f:
+    with files.writing(path), tf.io.gfile.GFile(path, "w") as f:
       f.write(text)
 
 
@@ -122,10 +124,11 @@ class StreamedOutput:
   interrupted decode leaves every finished window's lines. The file is opened at the first
   write, so that a refused input or model changes nothing; when continuing (`keep`: the bytes
   of the earlier output's complete lines) its partial last line is dropped there and the new
-  lines appended."""
+  lines appended. A failed write (a full disk) is a one-line RunFailure naming the file; the
+  lines flushed before it stay."""
 
   def __init__(self, path, keep=None):
-    self.path, self.keep, self.file = path, keep, None
+    self.path, self.keep, self.file, self.opened = path, keep, None, False
 
   def write(self, lines):
     text = "".join(line + "\n" for line in lines)
@@ -133,10 +136,16 @@ class StreamedOutput:
       sys.stdout.write(text)
       sys.stdout.flush()
       return
-    if self.file is None:
-      self.file = self._open()
-    self.file.write(text)
-    self.file.flush()
+    with files.writing(self.path):
+      if not self.opened:
+        self.opened = True  # Even if opening fails: close() then writes nothing.
+        self.file = self._open()
+      try:
+        self.file.write(text)
+        self.file.flush()
+      except Exception:
+        self.file = None  # Its unwritten buffer would only fail again in close().
+        raise
 
   def _open(self):
     import tensorflow as tf
@@ -154,17 +163,23 @@ class StreamedOutput:
 
   def close(self):
     if self.file is not None:
-      self.file.close()
-    elif self.path != "-" and self.keep is None:
+      with files.writing(self.path):
+        self.file.close()
+    elif self.path != "-" and self.keep is None and not self.opened:
       write_lines(self.path, [])  # No input lines: an empty output file, as before.
 
 
-def lines_done(path):
+def lines_done(path, input_file="-"):
   """--continue_output: (the number of complete lines of an earlier output file, their bytes);
-  (0, 0) without one."""
+  (0, 0) without one. An output of more lines than `input_file` has is refused (DecodingError):
+  it is not this input's, and continuing would write nothing and keep it as if it were."""
   if path == "-" or not files.exists(path):
     return 0, 0
   count, complete, _ = _newlines(path)
+  total = count_lines(input_file)
+  if total is not None and count > total:
+    raise DecodingError(f"--continue_output: {path} has {count} lines but {input_file} has "
+                        f"{total}: it is not the output of this input")
   return count, complete
 
 
@@ -178,10 +193,10 @@ def count_lines(path):
 
 def _newlines(path):
   """(newlines in a file, the offset just after its last one, its size), read in chunks: the
-  file is never held whole (an output of millions of lines, say)."""
-  import tensorflow as tf
+  file is never held whole (an output of millions of lines, say). No TensorFlow for a local
+  file: decode counts before it loads it."""
   count = complete = size = 0
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with files.open_binary(path) as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
       last = chunk.rfind(b"\n")
       if last >= 0:
@@ -190,16 +205,22 @@ def _newlines(path):
   return count, complete, size
 
 
-def check_output_file(path):
+def check_output_file(path, reads=(), flag="--output_file"):
   """Refuses, before any decoding, an output path whose directory does not exist or that is a
-  directory itself (writing it would fail only after all the work)."""
-  if path == "-":
+  directory itself (writing it would fail only after all the work), or that is one of the
+  files `reads` (the tool's inputs, "-" and None passing) under any name: writing it would
+  destroy the input, while it is still being read. `flag` names it in the message."""
+  if path in ("-", None):
     return
   directory = os.path.dirname(path) or "."
   if not files.isdir(directory):
-    raise DecodingError(f"--output_file {path}: directory {directory} does not exist")
+    raise DecodingError(f"{flag} {path}: directory {directory} does not exist")
   if files.isdir(path):
-    raise DecodingError(f"--output_file {path} is a directory")
+    raise DecodingError(f"{flag} {path} is a directory")
+  for other in reads:
+    if other not in ("-", None) and files.same_path(path, other):
+      raise DecodingError(f"{flag} {path} is the input file {other}: writing it would destroy "
+                          "what is read; give another output file")
 
 
 def split_prefixes(lines):

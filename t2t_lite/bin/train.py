@@ -5,8 +5,8 @@
 
 Re-running the same command resumes from model_dir's last checkpoint. `--list` prints the
 registered problems and hparams sets. Bad input (unknown names, bad overrides, a model_dir
-trained with other hparams) exits with status 2 and a one-line message; a failure at run time
-(a full disk, a diverged run) with status 1.
+trained with other hparams, a model_dir that is the data_dir) exits with status 2 and a
+one-line message; a failure at run time (a full disk, a diverged run) with status 1.
 """
 import argparse
 import logging
@@ -14,6 +14,7 @@ import os
 import sys
 
 from t2t_lite.bin import cli, flags
+from t2t_lite.rundir import run_files
 from t2t_lite.train.train_config import TrainConfig
 
 
@@ -76,6 +77,7 @@ def main(argv=None):
     t2t_lite.registry.PROBLEMS.check(args.problem)
     hparams = t2t_lite.get_hparams(args.hparams, args.hparams_overrides)
     config = TrainConfig(**flags.field_values(args, TrainConfig))
+    run_files.check_data_dir_apart(args.model_dir, args.data_dir)  # As trainer.train does.
     problem = t2t_lite.get_problem(
         args.problem, **t2t_lite.problem_settings(args.problem, args.problem_settings))
     # Said once the command is known to be good: a refused one prints nothing but its error.

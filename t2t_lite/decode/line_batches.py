@@ -5,6 +5,7 @@ t2t-lite-decode, t2t-lite-score, `t2t_lite.translate()` and the dev metric call;
 is translation.py's.
 """
 import logging
+import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +29,7 @@ class LineDecoding:
     max_input_length gets a warning naming it (lines[0] is line `first_number`). prefixes:
     a target prefix for each line (decode_with_prefix), or None; constraints: a list of target
     phrases for each line (decode_with_constraints), checked before anything is decoded."""
+    check_batch_size(batch_size)
     extra = {"prefixes": prefixes, "constraints": constraints}
     for name, values in extra.items():
       if values is not None and len(values) != len(lines):
@@ -98,6 +100,7 @@ class LineDecoding:
   def score(self, sources, targets, batch_size=32):
     """score_text over pairs, in batches -> {"logprob", "tokens", "score", "truncated"} lists
     (empty ones for no pairs)."""
+    check_batch_size(batch_size)
     results = {key: [] for key in ("logprob", "tokens", "score", "truncated")}
     for start in range(0, len(sources), batch_size):
       out = self.score_text(tf.constant(sources[start:start + batch_size], tf.string),
@@ -113,6 +116,14 @@ class LineDecoding:
     for i in np.flatnonzero(truncated):
       logger.warning(what + " than %d tokens (EOS included): truncated", i + first_number,
                      self.max_input_length)
+
+
+def check_batch_size(batch_size):
+  """Refuses a batch size below 1: 0 would stop range() with a traceback, a negative one decode
+  or score nothing and pass for done. The tools refuse it at parsing (flags.positive_int); the
+  Python API (translate(), score()) comes here."""
+  if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+    raise DecodingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
 
 
 def _rows(part):

@@ -20,17 +20,20 @@ Layout (everything through tf.io.gfile: local, gs://, ram://):
                      its own (run files and the weights alone as ckpt-<step>), with
   best/best.json     {"metric", "value", "step"} and, once the run stopped early,
                      "stopped_early": {"step", "reason"} (t2t_lite/train/model_selection.py).
-  averaged.json      in an averaged run directory: the checkpoints averaged.
+  averaged.json      in an averaged run directory: {"model_dir", "averaged" (the checkpoints),
+                     "output"}; a later average of the same model_dir may replace it
+                     (check_average_dir).
   shortlist.npz      the vocabulary shortlist decoding builds from the training data the first
                      time it is asked for one (t2t_lite/decode/shortlist.py).
 
 `check_run_dir` refuses a directory without run files, which every tool that reads a run checks
-first; `read_run` reads the run files once; `check_resume` compares them with a new run's before
+first; `check_average_dir` and `check_data_dir_apart` refuse a directory another writer owns; `read_run` reads the run files once; `check_resume` compares them with a new run's before
 any byte of the directory changes; `write_run_files` writes them. TensorFlow (tf.io.gfile) is
 imported by the functions that read or write a file, not here: the names and `check_run_dir`
 serve a tool before it loads TensorFlow (t2t_lite/files.py looks at a local path with os.path).
 """
 import dataclasses
+import fnmatch
 import json
 import os
 from typing import Optional
@@ -52,6 +55,9 @@ SAVE_IN_PROGRESS = "*_temp"  # What tf.train.Checkpoint writes a save into befor
 MODEL = "model"  # The model's name in the checkpoints' object graph.
 EMA = "ema"  # The moving averages of its trainable weights, when the run keeps them.
 TRAIN_SUMMARIES, EVAL_SUMMARIES = "train", "eval"
+# The directories inside a model_dir that the trainer writes and replaces as it goes: nothing
+# else may write there (an average in best/ would pass for the best model best.json describes).
+TRAINER_DIRS = (BEST_DIR, TRAIN_SUMMARIES, EVAL_SUMMARIES, SAVE_IN_PROGRESS, "workertemp_*")
 # What exact resume depends on besides hparams.json, the vocabulary and the packing (the saved
 # input iterator restores only into the pipeline it came from): run.json fields that must not
 # change.
@@ -116,6 +122,69 @@ def check_run_dir(model_dir):
   for name in (HPARAMS_FILE, RUN_FILE):
     if not files.exists(path(model_dir, name)):
       raise _missing(model_dir, name)
+
+
+def check_data_dir_apart(model_dir, data_dir):
+  """Refuses (RunDirError) to train into model_dir when it is data_dir itself (also through a
+  symlink or another spelling): the run files, checkpoints and event files would go among the
+  data's. A model_dir inside data_dir, or the other way round, passes: the trainer and the data
+  preparation each write only their own names. Reads nothing; no TensorFlow."""
+  if model_dir and data_dir and files.same_path(model_dir, data_dir):
+    raise RunDirError(f"model_dir {model_dir} is the data_dir {data_dir}: the run's files would "
+                      "go among the data's; give the run a directory of its own")
+
+
+def check_average_dir(model_dir, output_dir):
+  """Refuses (RunDirError) an output_dir for an average of model_dir's checkpoints that holds or
+  belongs to something else: model_dir itself; a directory a run's trainer owns (best/, train/,
+  eval/, a save in progress, in any run directory above it); a file; a directory that is not
+  empty, unless it holds an earlier average of the same model_dir (its averaged.json says so),
+  which the new one replaces. Reads only, without TensorFlow for a local path."""
+  model_dir, output_dir = os.fspath(model_dir), os.fspath(output_dir)
+  if files.same_path(output_dir, model_dir):
+    raise RunDirError(f"output_dir {output_dir} is the model_dir: the average would replace "
+                      "its checkpoints")
+  owner = _trainer_dir_above(output_dir)
+  if owner:
+    where = "is" if files.same_path(owner, output_dir) else "is inside"
+    raise RunDirError(f"output_dir {output_dir} {where} the {os.path.basename(owner)}/ of the run "
+                      f"in {os.path.dirname(owner)}, which t2t-lite-train writes: give a "
+                      f"directory of its own (e.g. {model_dir}/avg)")
+  files.check_not_a_file(output_dir, "output_dir", RunDirError)
+  names = sorted(files.listdir(output_dir)) if files.exists(output_dir) else []
+  if not names:
+    return
+  source = averaged_from(output_dir)
+  if source is None:
+    raise RunDirError(f"output_dir {output_dir} holds {len(names)} entries (e.g. {names[0]}) and "
+                      f"no {AVERAGED_FILE} of an earlier average: give a new or empty directory")
+  if not files.same_path(source, model_dir):
+    raise RunDirError(f"output_dir {output_dir} holds an average of {source}, not of "
+                      f"{model_dir}: give a new or empty directory")
+
+
+def _trainer_dir_above(directory):
+  """The first of TRAINER_DIRS that `directory` is or lies in (its path), None if none."""
+  directory = directory if "://" in directory else os.path.realpath(directory)
+  child, parent = directory, os.path.dirname(directory)
+  while parent != child:
+    is_run = files.exists(path(parent, RUN_FILE)) or files.exists(path(parent, HPARAMS_FILE))
+    if is_run and any(fnmatch.fnmatch(os.path.basename(child), name) for name in TRAINER_DIRS):
+      return child
+    child, parent = parent, os.path.dirname(parent)
+  return None
+
+
+def averaged_from(directory):
+  """The model_dir whose checkpoints the average in `directory` was made of (averaged.json),
+  None when it holds no average or one whose record does not read."""
+  record_path = path(directory, AVERAGED_FILE)
+  try:
+    record = json.loads(files.read_text(record_path)) if files.exists(record_path) else {}
+    # Older records name the averaged checkpoints only.
+    return record.get("model_dir") or os.path.dirname(record["averaged"][0])
+  except (ValueError, KeyError, IndexError, TypeError, AttributeError, OSError):
+    return None
 
 
 def read_run(model_dir):

@@ -19,7 +19,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from t2t_lite import files
 from t2t_lite.data import data_files
 from t2t_lite.decode import loading
-from t2t_lite.errors import T2TLiteError
+from t2t_lite.errors import RunFailure, T2TLiteError
 from t2t_lite.rundir import checkpoints, run_files
 
 MODEL = run_files.MODEL
@@ -138,6 +138,8 @@ def average_last(model_dir, num_last, output_dir):
 
   output_dir also gets model_dir's hparams.json, run.json, manifest.json and vocabulary
   files, so it is a model_dir that t2t-lite-decode and t2t-lite-export accept as it is.
+  output_dir must be new, empty or an earlier average of the same model_dir, which is replaced
+  (run_files.check_average_dir).
   """
   run_files.check_run_dir(model_dir)  # Its run files are copied and its model built.
   return average(model_dir, last_checkpoints(model_dir, num_last), output_dir)
@@ -145,17 +147,42 @@ def average_last(model_dir, num_last, output_dir):
 
 def average(model_dir, prefixes, output_dir, averages=True):
   """Averages the checkpoints `prefixes` (oldest first) of model_dir into output_dir, as
-  average_last does; returns the new prefix. `averages`: as in average_checkpoints."""
-  if os.path.normpath(output_dir) == os.path.normpath(model_dir):
-    raise CheckpointError("output_dir must differ from model_dir (its checkpoints would mix)")
+  average_last does; returns the new prefix. `averages`: as in average_checkpoints. A write
+  that fails (a full disk) is a one-line RunFailure, and leaves no directory it created."""
+  model_dir, output_dir = os.fspath(model_dir), os.fspath(output_dir)
+  run_files.check_average_dir(model_dir, output_dir)
   check_same_run(prefixes)
   check_same_variables(prefixes)  # Before restoring any of them into the model.
   loaded = loading.load(model_dir, prefixes[-1], precision="none")  # averaged in float32
   average_checkpoints(loaded.model, prefixes, averages)
-  run_files.copy_run_files(model_dir, output_dir)
-  prefix = checkpoints.save_model(loaded.model, output_dir,
-                                  checkpoints.checkpoint_step(prefixes[-1]))
-  files.write_text(run_files.path(output_dir, run_files.AVERAGED_FILE),
-                   json.dumps({"averaged": prefixes, "output": prefix}, indent=2))
+  created = _first_missing(output_dir)
+  try:
+    with files.writing(output_dir):
+      run_files.copy_run_files(model_dir, output_dir)
+      prefix = checkpoints.save_model(loaded.model, output_dir,
+                                      checkpoints.checkpoint_step(prefixes[-1]))
+      record = {"model_dir": _absolute(model_dir), "averaged": prefixes, "output": prefix}
+      files.write_text(run_files.path(output_dir, run_files.AVERAGED_FILE),
+                       json.dumps(record, indent=2))
+  except RunFailure as e:
+    if created and tf.io.gfile.exists(created):
+      tf.io.gfile.rmtree(created)
+    left = f"{created} was removed" if created else f"{output_dir} may hold part of it"
+    raise RunFailure(f"{e}; {left}") from None
   return prefix
 
+
+def _first_missing(directory):
+  """The outermost of `directory` and (local) its parents that does not exist yet: what writing
+  into it creates. None when it exists."""
+  if "://" in directory:
+    return None if files.exists(directory) else directory
+  missing, directory = None, os.path.abspath(directory)
+  while not files.exists(directory):
+    missing, directory = directory, os.path.dirname(directory)
+  return missing
+
+
+def _absolute(directory):
+  """A local directory's absolute path (what a later average compares), others as they are."""
+  return directory if "://" in directory else os.path.abspath(directory)

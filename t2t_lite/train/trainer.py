@@ -44,6 +44,7 @@ def train(problem, hparams, data_dir, config, *, raw_dir=None, progress_seconds=
   already made, instead of config.strategy's."""
   # First what needs no data: a cluster or a TPU that is not there, a model_dir of another run.
   platform = distribute.Platform.make(config.strategy, config.tpu, strategy)
+  run_files.check_data_dir_apart(config.model_dir, data_dir)
   run_files.check_resume(run_files.read_run(config.model_dir), hparams,
                          dict(run_info or {}, problem=problem.name),
                          data_settings=problem.settings())
