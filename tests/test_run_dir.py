@@ -138,7 +138,7 @@ def test_a_run_stopped_by_sigterm_then_sigkilled_resumes_as_if_never_stopped(
   killed = start(model_dir, reverse_dir, steps, "--checkpoint_every_minutes=0.000001")
   logged = wait_for_line(killed, rf"^step {at + 1}/")
   assert f"restored {model_dir}/ckpt-{at} (step {at})\n" in logged
-  time.sleep(0.3)  # let it run on, and save, a little
+  logged += wait_for_line(killed, rf"^step {at + 2}/")  # it ran on, and saved, a little
   killed.send_signal(signal.SIGKILL)
   assert killed.wait() == -signal.SIGKILL
   logged = "".join(logged) + killed.stdout.read()
