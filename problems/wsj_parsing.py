@@ -310,10 +310,6 @@ class WsjParsing(Problem):
     return tree_output.tree_output_fn(self.target_tags) if self.vocab_type == "words" else None
 
   # The parsing API (see t2t_lite/parsing/treebank.py).
-  def tree_to_example(self, tree_str):
-    """Bracketed tree -> (source_text, target_text), after the documented normalisation."""
-    return treebank.tree_to_example(tree_str, tags=self.target_tags)
-
   def example_to_tree(self, source_text, target_text, repair_punctuation=True):
     """(words, linearized tree, possibly malformed model output) -> well-formed tree string;
     with target_tags="words" each word slot becomes an XX tag."""

@@ -2,10 +2,12 @@
 import gc
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
 import typing
+import unicodedata
 
 import pytest
 
@@ -50,6 +52,12 @@ def pytest_unconfigure(config):
   gc.freeze()
   if not os.environ.get("PYTEST_XDIST_WORKER"):
     shutil.rmtree(_XLA_CACHE, ignore_errors=True)
+
+
+def normalize(text):
+  """What the tokenizers' decode(encode(text)) gives (t2t_lite/data/tokenizers.py's
+  losslessness): NFKC, then runs of spaces collapsed and the ends stripped."""
+  return re.sub(" +", " ", unicodedata.normalize("NFKC", text)).strip(" ")
 
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -165,32 +165,81 @@ def test_the_trainer_calls_into_at_most_nine_modules():
   assert "t2t_lite.rundir.checkpoints" not in imported  # TrainState owns the checkpoints
 
 
-# Called by the frameworks, not by name from our code: Keras layer hooks, console scripts.
-_PROTOCOL = {"call", "build", "get_config", "from_config", "compute_output_shape", "main"}
+# Called by the frameworks, not by name from our code: Keras layer and optimizer hooks,
+# console scripts, Optuna's sampler hooks, importlib's loader hooks.
+_PROTOCOL = {"call", "build", "get_config", "from_config", "compute_output_shape", "main",
+             "update_step", "before_trial", "infer_relative_search_space", "sample_relative",
+             "sample_independent", "after_trial", "create_module", "exec_module"}
 
 
 def test_no_library_function_is_reachable_only_from_bench_or_tests():
-  """Every public function and method of the library (t2t_lite/, problems/, hparams/) is named
-  somewhere in the library itself: a name used only by bench/ or tests/ is a path no user
-  reaches. A name counts where the library calls it (`f(...)`, `x.f`), imports it or looks it
-  up by string (getattr); functions registered by a decorator (hparams sets, problems) are
+  """Every public function and method of the library (t2t_lite/, problems/, hparams/) is
+  reached from the library itself: a function only bench/ or tests/ call is a path no user
+  reaches. It is reached where the library names it outside its own body: calls it (`f(...)`,
+  `x.f`), imports it or looks it up by string (getattr). `self.f` inside a class reaches
+  only the f of that class, its bases and its subclasses (classes matched by name), so that a
+  method is not kept alive by another class' method of its name (Trainer.evaluate once was, by
+  Evaluator.evaluate). Functions registered by a decorator (hparams sets, problems) are
   reached through their registry."""
-  defined, named = {}, set()
+  ANY = object()  # a use that may reach a method of any class, or a function
+  defined, reached, bases = [], [], {}  # (name, class or None, where, (module, lines))
   for name, (path, _) in MODULES.items():
-    for node in ast.walk(ast.parse(path.read_text())):
-      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    tree = ast.parse(path.read_text())
+    modules = {(alias.asname or alias.name).partition(".")[0] for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    for node, owner, method in _with_classes(tree):
+      if isinstance(node, ast.ClassDef):
+        bases[node.name] = {ast.unparse(base).rpartition(".")[2] for base in node.bases}
+      elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if not (node.name.startswith("_") or node.name in _PROTOCOL or _registered(node)):
-          defined.setdefault(node.name, []).append(f"{name}:{node.lineno}")
+          defined.append((node.name, owner if method else None, f"{name}:{node.lineno}",
+                          (name, node.lineno, node.end_lineno)))
       elif isinstance(node, ast.Attribute):
-        named.add(node.attr)
+        value = node.value.id if isinstance(node.value, ast.Name) else None
+        by = (owner if value == "self" else None if value in modules and not value[0].isupper()
+              else ANY)  # self.f; module.f (a function: imported modules are lower case); x.f
+        reached.append((node.attr, by, (name, node.lineno)))
       elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        named.add(node.id)
+        reached.append((node.id, None, (name, node.lineno)))  # a plain name is no method
       elif isinstance(node, ast.ImportFrom):
-        named |= {alias.name for alias in node.names}
+        reached += [(alias.name, None, (name, node.lineno)) for alias in node.names]
       elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-        named.add(node.value)
-  unreached = {name: where for name, where in defined.items() if name not in named}
-  assert unreached == {}
+        reached.append((node.value, ANY, (name, node.lineno)))
+
+  def ancestors(cls):
+    found, todo = set(), [cls]
+    while todo:
+      for base in bases.get(todo.pop(), ()):
+        if base not in found:
+          found.add(base)
+          todo.append(base)
+    return found
+
+  def related(cls, other):
+    return cls == other or cls in ancestors(other) or other in ancestors(cls)
+
+  def is_reached(function, owner, body):
+    module, first, last = body
+    return any(used == function and (by is ANY or by == owner or None not in (by, owner)
+                                     and related(by, owner))
+               and not (where[0] == module and first <= where[1] <= last)
+               for used, by, where in reached)
+
+  unreached = [where for function, owner, where, body in defined
+               if not is_reached(function, owner, body)]
+  assert unreached == [], "\n".join(unreached)
+
+
+def _with_classes(tree):
+  """(node, the name of the class whose body holds it or None, whether it is directly in that
+  class' body: a method) for every node of `tree`."""
+  stack = [(tree, None, False)]
+  while stack:
+    node, owner, method = stack.pop()
+    yield node, owner, method
+    is_class = isinstance(node, ast.ClassDef)
+    inner = node.name if is_class else owner
+    stack.extend((child, inner, is_class) for child in ast.iter_child_nodes(node))
 
 
 def _registered(function):

@@ -322,11 +322,12 @@ def test_wsj_parsing_is_registered_with_the_papers_settings():
   from t2t_lite.decode.translation import DecodeSettings
   assert DecodeSettings.resolve(problem) == DecodeSettings(beam_size=21, alpha=0.3,
                                                            extra_length=300)
-  assert problem.tree_to_example(GOLD) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
+  assert treebank.tree_to_example(GOLD, tags=problem.target_tags) == (SENTENCE, "(S (NP DT NN )NP (VP VBD )VP . )S")
   assert problem.example_to_tree(SENTENCE, "(S (NP DT NN") == (
       "(S (NP (DT The) (NN dog)) (XX barked) (. .))")
   word_slots = t2t_lite.get_problem("wsj_parsing", target_tags="words")
-  assert word_slots.tree_to_example(GOLD) == (SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
+  assert treebank.tree_to_example(GOLD, tags=word_slots.target_tags) == (
+      SENTENCE, "(S (NP The dog )NP (VP barked )VP . )S")
   assert word_slots.example_to_tree(SENTENCE, "(S (NP The dog") == (
       "(S (NP (XX The) (XX dog)) (XX barked) (. .))")
   assert problem.bracket_f1([GOLD], [GOLD])["f1"] == 100.0

@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from conftest import normalize
 
 import t2t_lite
 from t2t_lite.problems import multi30k
@@ -16,7 +17,6 @@ from t2t_lite.bin import datagen
 from t2t_lite.decode.translation import DecodeSettings
 from t2t_lite.data import preparation
 from t2t_lite.data.problem_base import ProblemError
-from t2t_lite.data.tokenizers import normalize
 
 EOS = 1
 _FILES = ("train", "val", "test_2016_flickr")

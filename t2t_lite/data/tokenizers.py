@@ -21,7 +21,6 @@ models use `byte_fallback`, so any UTF-8 text round-trips.
 import io
 import os
 import re
-import unicodedata
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -33,11 +32,6 @@ PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
 _RESERVED = ("<pad>", "</s>", "<unk>")
-
-
-def normalize(text):
-  """The normalisation tokenization is lossless up to: NFKC, collapse and strip spaces."""
-  return re.sub(" +", " ", unicodedata.normalize("NFKC", text)).strip(" ")
 
 
 def _truncate(ids):

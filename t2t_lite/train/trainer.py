@@ -177,10 +177,6 @@ class Trainer:
     count = float(count)
     return float(loss_sum) / max(count, 1.0), count, float(grad_norm)
 
-  def evaluate(self):
-    """Trainer.evaluator's metrics of the weights now (the moving averages when kept)."""
-    return self.evaluator.evaluate(self.state)
-
   # ------------------------------------------------------------------ the run
   def train(self):
     """Trains to config.train_steps, resuming the run directory's newest readable checkpoint
