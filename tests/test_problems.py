@@ -209,7 +209,8 @@ def test_datagen_cli(tmp_path, capsys):
   with pytest.raises(SystemExit) as exit_info:
     datagen.main(["--problem=algorithmic_copy", f"--data_dir={tmp_path}", "--workers=0"])
   assert exit_info.value.code == 2
-  assert capsys.readouterr().err.endswith("error: --workers must be at least 1, not 0\n")
+  assert capsys.readouterr().err == ("t2t-lite-datagen: error: --workers must be at least 1, not 0 "
+                                     "(see t2t-lite-datagen --help)\n")
   assert datagen.main(["--list"]) == 0
   assert "multi30k_ende\n" in capsys.readouterr().out
   assert datagen.main(["--problem=multi30k_endee", f"--data_dir={tmp_path}"]) == 2
