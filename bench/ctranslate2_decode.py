@@ -20,10 +20,9 @@ then round 2 of each, ...); each reports its median round, with the slowest and 
                same weights; int8: --precision=int8, t2t_lite/modeling/quantization.py);
                float32 without XLA also with its weight matmuls as XLA programs of their own
                ("compiled_matmuls", what t2t-lite-decode runs where TensorFlow has no oneDNN:
-               mixed_precision.compiled_matmuls; "compiled_matmuls_here" says whether here),
-               each batch split into as many concurrent searches as t2t-lite-decode splits it
-               into here ("searches": mixed_precision.concurrent_searches, or "default":
-               search.beams' own by compute dtype);
+               the decoding plan, t2t_lite/decode/plan.py; "compiled_matmuls_here" says
+               whether here), each batch split into as many concurrent searches as
+               t2t-lite-decode splits it into here ("searches": the plan's);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
 
@@ -75,7 +74,7 @@ import tensorflow as tf  # noqa: E402
 import t2t_lite  # noqa: E402
 from t2t_lite.modeling import mixed_precision, quantization  # noqa: E402
 from t2t_lite.data import data_files, pipeline  # noqa: E402
-from t2t_lite.decode import ctranslate2_export, shortlist  # noqa: E402
+from t2t_lite.decode import ctranslate2_export, plan, shortlist  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -123,7 +122,7 @@ def ours_config(model, inputs, xla):
   return (lambda: decode(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": xla,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
-      "searches": searches(model, xla) or (1 if xla else "default"),
+      "searches": searches(model, xla),
       "first_call_seconds": round(first, 1)}
 
 
@@ -142,7 +141,7 @@ def ours_shortlist_config(model, inputs, table):
   return (lambda: search(inputs).numpy()), {
       "engine": "t2t_lite", "precision": mixed_precision.of_model(model), "xla": False,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
-      "searches": searches(model, False) or "default", "shortlist": True,
+      "searches": searches(model, False), "shortlist": True,
       "first_call_seconds": round(first, 1)}
 
 
@@ -265,8 +264,8 @@ def main():
       "ours_float32_over_ctranslate2_float32": round(
           speed(engine="t2t_lite", precision="none")
           / speed(engine="ctranslate2", compute_type="float32"), 3),
-      "compiled_matmuls_here": mixed_precision.compiled_matmuls(
-          "none", mixed_precision.Machine.this(), False, hparams.d_model)[0],
+      "compiled_matmuls_here": plan.decide("none", False, hparams.d_model,
+                                           plan.capabilities()).compiled_matmuls,
       "cpu_count": os.cpu_count(), "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

@@ -17,7 +17,7 @@ decode_text without the tokenizer):
   no xla    the default: keys/values growing by one slot a step, reordered by beam; bf16,
             and where TensorFlow runs without oneDNN float32 with compiled matmuls and int8,
             search the batch as two halves at once (search.beams' concurrent, chosen by
-            mixed_precision.for_search; see docs/decoding.md).
+            the decoding plan, t2t_lite/decode/plan.py; see docs/decoding.md).
 
 Each configuration is traced / compiled and run once untimed (same shapes), then timed in
 `--rounds` rounds interleaved with the other configurations (round 1 of each, then round 2 of
@@ -49,7 +49,7 @@ import tensorflow as tf  # noqa: E402
 
 import t2t_lite  # noqa: E402
 from t2t_lite.data.tokenizers import EOS_ID  # noqa: E402
-from t2t_lite.decode import translation  # noqa: E402
+from t2t_lite.decode import plan, translation  # noqa: E402
 from t2t_lite.decode.beam_search import NEG_INF  # noqa: E402
 from t2t_lite.modeling import mixed_precision, quantization  # noqa: E402
 
@@ -82,11 +82,11 @@ class EosMasked:
 
 
 def searches(model, xla):
-  """How many concurrent searches t2t-lite-decode splits a batch into for `model` on this
-  machine (mixed_precision.for_search's choice): None leaves search.beams' own."""
+  """How many concurrent searches t2t-lite-decode splits a batch into for `model` (as it is:
+  its weight matmuls compiled or not) on this machine: the decoding plan's choice."""
   compiled = getattr(model.embedding, "compiled", None) is not None
-  return mixed_precision.concurrent_searches(mixed_precision.Machine.this(),
-                                             compiled and not xla)[0]
+  return plan.concurrent_searches(mixed_precision.of_model(model), plan.capabilities(), xla,
+                                  compiled)[0]
 
 
 def decoder(model, xla):
@@ -101,10 +101,10 @@ def decoder(model, xla):
 
 def search_model(models, precision, xla):
   """models[precision] as t2t-lite-decode searches with it on this machine, with or without
-  XLA: a copy whose weight matmuls are XLA programs of their own where
-  mixed_precision.compiled_matmuls says so."""
-  compiled, _ = mixed_precision.compiled_matmuls(precision, mixed_precision.Machine.this(), xla,
-                                                 models["none"].hparams.d_model)
+  XLA: a copy whose weight matmuls are XLA programs of their own where the decoding plan says
+  so."""
+  compiled = plan.decide(precision, xla, models["none"].hparams.d_model,
+                         plan.capabilities()).compiled_matmuls
   if not compiled or precision == "int8":
     return models[precision]
   return mixed_precision.inference_model(models["none"], precision, compiled_matmuls=True)
@@ -125,7 +125,7 @@ def compile_config(model, batch, xla):
   return (lambda: decode(inputs).numpy()), {
       "precision": mixed_precision.of_model(model), "batch": batch, "xla": xla,
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
-      "searches": searches(model, xla) or (1 if xla else "default"),
+      "searches": searches(model, xla),
       "first_call_seconds": round(first, 1), "times": [], "cpu_times": []}
 
 
@@ -203,9 +203,11 @@ def main():
       "batch32_sentences_per_second": batch_32,
       "target_sentences_per_second": TARGET_SENTENCES_PER_SECOND,
       "meets_target": (batch_32.get("none") or 0) >= TARGET_SENTENCES_PER_SECOND,
+      # auto's precision and whole decoding plan beside the fastest measured
       "auto_precision": auto_precision.check(
           {(r["precision"], r["xla"]): r["sentences_per_second"] for r in results
-           if r["batch"] == max(r["batch"] for r in results)}),
+           if r["batch"] == max(r["batch"] for r in results)},
+          d_model=models["none"].hparams.d_model),
       "cpu_flags": cpu_flags(),
       "load_average_before": round(load_before, 2),
       "load_average_after": round(os.getloadavg()[0], 2)}))

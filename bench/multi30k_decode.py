@@ -7,10 +7,10 @@ speed side by side. ONE JSON line.
 A configuration is a compute precision (t2t_lite/modeling/mixed_precision.py), "+shortlist" for
 the vocabulary shortlist (t2t_lite/decode/shortlist.py, built into the run directory the first
 time), "+xla" for the XLA-compiled search (t2t-lite-decode --xla), "+portable" for the model as
-an export has it (no kernels chosen for this machine: float32 without the compiled matmuls of
-mixed_precision.compiled_matmuls, where this machine would use them), "+one_search" for each
-batch searched as one search where this machine would split it into concurrent ones
-(mixed_precision.concurrent_searches; t2t-lite-decode before it did). Each is what
+an export has it (the decoding plan for a graph served elsewhere, t2t_lite/decode/plan.py's
+`elsewhere`: no compiled matmuls where this machine would use them, searches by precision),
+"+one_search" for each batch searched as one search where this machine's plan would split it
+into concurrent ones (t2t-lite-decode before it did). Each is what
 t2t-lite-decode runs (`Translator.from_model_dir(...).translate`, batches of 32, the run's best
 model, its hparams' beam and alpha): all 1,000 sentences a round, the configurations' rounds
 interleaved after an untimed warm-up of 32 sentences each (with +xla and int8, of all 1,000: XLA
@@ -28,7 +28,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from t2t_lite.data import scoring  # noqa: E402
-from t2t_lite.decode import translation  # noqa: E402
+from t2t_lite.decode import plan, translation  # noqa: E402
 from t2t_lite.modeling import quantization  # noqa: E402
 
 
@@ -61,7 +61,8 @@ def main():
     one_search = {"searches": 1} if "one_search" in extras else {}
     translators[config] = translation.Translator.from_model_dir(
         args.model_dir, precision=precision, shortlist="shortlist" in extras,
-        jit_compile="xla" in extras, portable="portable" in extras, **one_search)
+        jit_compile="xla" in extras, **one_search,
+        planner=plan.elsewhere if "portable" in extras else plan.here)
     start = time.perf_counter()  # traced (and compiled) here, not timed
     embedding = getattr(translators[config].model, "embedding", None)  # not an Ensemble's
     compiles = "xla" in extras or precision == "int8" or isinstance(  # matmuls as XLA programs
@@ -83,7 +84,7 @@ def main():
     seconds = statistics.median(times[config])
     results.append({
         "config": config, "computing": translators[config].loaded.computing(),
-        "searches": translators[config].searches or "default",
+        "searches": translators[config].searches,
         "bleu": round(scores["bleu"], 2), "paper_bleu": round(scores["paper_bleu"], 2),
         "seconds": round(seconds, 2), "compile_seconds": compile_seconds[config],
         "seconds_min_max": [round(min(times[config]), 2),

@@ -104,6 +104,7 @@ def test_decode_prints_both_bleus_labelled(make_random_model_dir, tmp_path):
   assert run.returncode == 0, run.stderr
   assert (tmp_path / "out.txt").read_text().split("\n")[:-1] == outputs
   report = json.loads(run.stderr.strip().splitlines()[-1])
+  assert report.pop("plan")["engine"] == "tensorflow"  # the decoding plan it ran (plan.py)
   assert report == dict(scoring.translation_scores(outputs, references, "de"), sentences=3)
   assert report["bleu_signature"].startswith("sacreBLEU nrefs:1|case:mixed|eff:no|tok:13a|")
   assert report["paper_bleu_signature"].startswith(

@@ -15,8 +15,7 @@ import tensorflow as tf
 
 import t2t_lite
 from t2t_lite.train import averaging
-from t2t_lite.decode import forced_decoding, search, translation
-from t2t_lite.modeling import mixed_precision
+from t2t_lite.decode import forced_decoding, plan, search, translation
 from t2t_lite.bin import attention as attention_cli
 from t2t_lite.bin import avg_checkpoints as avg_cli
 from t2t_lite.bin import decode as decode_cli
@@ -299,11 +298,11 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
           precision="none")[0]
     return translated[checkpoint_path]
 
-  settings = "beam 3, alpha 0, max output = input + 10; precision none"
-  # Without --xla, "asked for" and, where TensorFlow has no oneDNN and the model is wide
-  # enough, the compiled matmuls.
+  settings = "beam 3, alpha 0, max output = input + 10"
+  # Then the decoding plan, ending "precision none (asked for" and, where TensorFlow has no
+  # oneDNN and the model is wide enough, the compiled matmuls.
   d_model = run_files.read_run(run_with_best).require_hparams().d_model
-  how = f"{settings} ({mixed_precision.for_search('none', xla=False, d_model=d_model)[1]})"
+  how = f"{settings}; {plan.decide('none', False, d_model, plan.capabilities()).describe()}"
   best, newest = (os.path.join(run_with_best, name) for name in ("best/ckpt-10", "ckpt-20"))
   outputs, first = decode()
   assert first == (f"INFO decoding 4 lines with {best} (the run's best dev_accuracy, 75.0 at "
@@ -312,7 +311,7 @@ def test_decode_takes_the_runs_best_model_unless_told_otherwise(run_with_best, t
   # --xla (fixed-size key/value buffers) answers what the default search answers.
   outputs, first = decode("--checkpoint_path=newest", "--xla")
   assert first == (f"INFO decoding 4 lines with {newest} (its newest checkpoint that reads); "
-                   f"{settings} (asked for)")
+                   f"{settings}; {plan.decide('none', True, d_model).describe()}")
   assert outputs == expected(newest) != expected(best)
   path = os.path.join(run_with_best, "ckpt-10")  # A path: the API, which the tool calls.
   loaded = translation.Translator.from_model_dir(run_with_best, path).loaded

@@ -149,7 +149,7 @@ def model_dir(make_random_model_dir):
 @pytest.fixture(scope="module")
 def export_dir(model_dir, tmp_path_factory):
   """Exported as on a machine whose TensorFlow has no oneDNN, where decoding compiles its
-  float32 matmuls (mixed_precision.compiled_matmuls): not an export, whose graph is served
+  float32 matmuls (plan.compiled_matmuls): not an export, whose graph is served
   elsewhere (test_graph_holds_only_core_tensorflow_and_tf_text_ops: no XLA functions)."""
   export_dir = str(tmp_path_factory.mktemp("exports"))
   with pytest.MonkeyPatch.context() as patch:
@@ -244,7 +244,7 @@ def decoded(model_dir, tmp_path_factory):
   the same search, its scores written). With this machine's TensorFlow as it comes, as the
   export is served: with oneDNN turned off in decode alone, its bfloat16 products were Eigen's,
   not the export's oneDNN's, and 233 of the 1,010 outputs differed, scores by up to 4.6. (This
-  64-wide model compiles no matmuls where oneDNN is off: mixed_precision.compiled_matmuls,
+  64-wide model compiles no matmuls where oneDNN is off: plan.compiled_matmuls,
   from 256 wide.)"""
   lines = _decode_cli(model_dir, REQUEST + _many_sentences(), tmp_path_factory.mktemp("decode"),
                       "--extra_length", str(EXTRA_LENGTH), "--n_best=2")

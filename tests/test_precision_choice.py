@@ -9,7 +9,7 @@ import pytest
 
 from conftest import train_in_process
 
-from t2t_lite.decode import translation
+from t2t_lite.decode import plan, translation
 from t2t_lite.modeling import mixed_precision
 from t2t_lite.modeling.mixed_precision import Machine
 
@@ -62,18 +62,19 @@ def test_training_compiles_with_xla_unless_bf16_runs_on_a_cpu(machine, precision
 ])
 def test_decoding_compiles_its_float32_matmuls_where_tensorflow_has_no_onednn(
     machine, precision, xla, d_model, compiled):
-  assert mixed_precision.compiled_matmuls(precision, machine, xla, d_model)[0] is compiled
+  assert plan.compiled_matmuls(precision, machine, xla, d_model)[0] is compiled
 
 
-@pytest.mark.parametrize("machine, compiled, searches", [
-    (Machine(AMD, AVX2, onednn=False), True, 2),  # compiled float32 or int8 without oneDNN
-    (Machine(AMD, AVX2, onednn=False), False, None),  # search.beams' choice by compute dtype
-    (Machine(AMD, AVX512_BF16), True, None),  # int8 with oneDNN: one search measured faster
-    (Machine(AMD, AVX2, ((8, 0),), onednn=False), True, None),  # a GPU's
+@pytest.mark.parametrize("machine, precision, compiled, searches", [
+    (Machine(AMD, AVX2, onednn=False), "none", True, 2),  # compiled float32 without oneDNN
+    (Machine(AMD, AVX2, onednn=False), "int8", True, 2),  # int8 alike
+    (Machine(AMD, AVX2, onednn=False), "none", False, 1),  # by precision: float32's one
+    (Machine(AMD, AVX512_BF16), "int8", True, 1),  # int8 with oneDNN: one search measured faster
+    (Machine(AMD, AVX2, ((8, 0),), onednn=False), "int8", True, 1),  # a GPU's
 ])
 def test_decoding_splits_a_batch_into_two_searches_where_its_matmuls_are_compiled_without_onednn(
-    machine, compiled, searches):
-  assert mixed_precision.concurrent_searches(machine, compiled)[0] == searches
+    machine, precision, compiled, searches):
+  assert plan.concurrent_searches(precision, machine, False, compiled)[0] == searches
 
 
 def test_an_explicit_precision_wins_and_a_wrong_one_is_refused():
@@ -133,7 +134,7 @@ def test_training_says_what_auto_chose_records_it_and_a_resumed_run_keeps_its_ow
 
 def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_random_model_dir):
   # Wide enough for compiled float32 matmuls where TensorFlow has no oneDNN (below).
-  d_model = mixed_precision.COMPILED_MATMULS_MIN_WIDTH
+  d_model = plan.MEASURED["compiled_matmuls_min_width"].value
   model_dir = make_random_model_dir("auto", "a man rides horse the dog runs".split(),
                                     overrides=f"d_model={d_model},d_ff={2 * d_model}")
 
@@ -146,13 +147,14 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
     info = [line for line in run.stderr.splitlines() if line.startswith("INFO decoding")]
     return run.stdout, info[0]
 
-  chosen, why, *_ = mixed_precision.for_search("auto", xla=False, d_model=d_model)
+  auto = plan.decide("auto", False, d_model, plan.capabilities())
+  chosen = auto.precision
   auto_out, auto_line = decode()
-  assert auto_line.endswith(f"; precision {chosen} ({why})")
+  assert auto_line.endswith(f"; {auto.describe()}")  # the plan, ending with its precision
   given_out, given_line = decode(f"--precision={chosen}")
-  given_why = mixed_precision.for_search(chosen, xla=False, d_model=d_model)[1]
-  assert given_line.endswith(f"; precision {chosen} ({given_why})")
-  assert given_why.startswith("asked for")
+  given = plan.decide(chosen, False, d_model, plan.capabilities())
+  assert given_line.endswith(f"; {given.describe()}")
+  assert given.computing().startswith(f"precision {chosen} (asked for")
   assert auto_out == given_out and len(auto_out.splitlines()) == 2
   # TensorFlow without oneDNN (its default without AVX-512 VNNI, bf16 or AMX) and with it:
   # float32's weight matmuls by XLA programs of their own only without, the same outputs.
@@ -165,7 +167,7 @@ def test_decode_names_the_precision_and_auto_decodes_as_its_choice_does(make_ran
   assert off_out == on_out and len(off_out.splitlines()) == 2  # two searches and one alike
   # What the line says is what the translator does: this process's TensorFlow, as it is.
   translator = translation.Translator.from_model_dir(model_dir, precision="none")
-  assert translator.searches == (None if Machine.this().onednn else 2)
+  assert translator.searches == (1 if Machine.this().onednn else 2)
   xla_chosen, xla_why = mixed_precision.resolve("auto", xla=True)
   # No lines: the choice is named all the same, without compiling a search for nothing.
   assert decode("--xla", text="")[1].endswith(f"; precision {xla_chosen} ({xla_why})")

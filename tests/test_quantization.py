@@ -8,7 +8,7 @@ from conftest import file_hashes
 from test_bad_input import assert_one_line, finish, run_tool, start_tool
 from test_model import random_ids, tiny_model
 
-from t2t_lite.decode import search, translation
+from t2t_lite.decode import plan, search, translation
 from t2t_lite.modeling import mixed_precision, quantization
 
 WORDS = "a man rides horse the dog runs in park woman with red hat over bridge".split()
@@ -78,7 +78,7 @@ def _assert_shortlist_gives_the_full_logits_columns(model, inputs):
 
 
 def test_float32_model_with_compiled_matmuls_computes_what_the_plain_one_does():
-  """What decoding runs where TensorFlow has no oneDNN (mixed_precision.compiled_matmuls): the
+  """What decoding runs where TensorFlow has no oneDNN (plan.compiled_matmuls): the
   weight matmuls as XLA programs of their own, in float32; the product is the same up to the
   order of the additions."""
   reference = tiny_model()
@@ -117,7 +117,7 @@ def test_decode_decodes_in_int8_as_translate_and_the_export_refuses_it(make_rand
   code, _, err = finish(decode)
   assert code == 0, err
   # Where TensorFlow runs without oneDNN, also: each batch searched as two halves at once.
-  assert f"precision int8 ({mixed_precision.for_search('int8', False, d_model=64)[1]})" in err
+  assert plan.decide("int8", False, 64, plan.capabilities()).computing() in err
   assert (tmp_path / "out").read_text().splitlines() == expected
 
   before = file_hashes(model_dir)

@@ -27,7 +27,9 @@ With --reference_file, prints one JSON line of scores to stderr: for translation
 detokenized BLEU with its signature and the paper's tokenized BLEU with compound splitting
 (see t2t_lite/data/scoring.py); for parsing, EVALB's (COLLINS.prm) bracket precision, recall, F1,
 exact match and the sentences scored, skipped and rejected (t2t_lite/parsing/evalb.py), and with
---evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy.
+--evalb_report FILE evalb's per-sentence table; for the algorithmic problems, accuracy; and
+the decoding plan the scores were decoded with ("plan": t2t_lite/decode/plan.py), which the
+first line names too.
 """
 import contextlib
 import itertools
@@ -166,8 +168,8 @@ def main(argv=None):
                       total, interactive, texts if references is not None else None)
     if references is not None:
       lines = _split(lines, args)[0]
-      scores = loaded.problem.score(lines, texts, references)
-      print(json.dumps(dict(scores, sentences=len(lines))), file=sys.stderr)
+      scores = dict(loaded.problem.score(lines, texts, references), sentences=len(lines))
+      print(json.dumps(dict(scores, plan=loaded.plan.record())), file=sys.stderr)
       if args.evalb_report:
         text_lines.write_lines(args.evalb_report,
                     [loaded.problem.evalb_report(lines, texts, references).rstrip("\n")])
@@ -218,7 +220,8 @@ def _split(lines, args):
 
 
 def _log_start(translator, total, done, output_file):
-  """The first line: what is decoded, with which model, how, in which precision."""
+  """The first line: what is decoded, with which model, how, and the decoding plan (ending with
+  the precision)."""
   loaded, settings = translator.loaded, translator.settings
   how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
          f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample

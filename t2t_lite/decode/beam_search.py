@@ -16,10 +16,9 @@ past an EOS whenever the length penalty lets a longer output win).
 Finished hypotheses are ranked by log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha (GNMT), where
 |Y| counts the EOS. A sentence stops when no live hypothesis can beat its worst finished one,
 or at its own maximum length, where the live hypotheses are finished as they are (no EOS).
-A forced prefix (a translator's first words) is the only expansion of its steps, scored with
-the model's own log-probabilities: the prefix is part of the output and of its score. With
-lexical constraints (phrases every output contains, lexical.py) the 2K expansions are chosen
-by dynamic beam allocation instead, and the live ones taken in its order.
+What a feature adds (an output grammar, a forced target prefix, lexical constraints with
+dynamic beam allocation) is a processor (processors.py) hooked in at named points of a step,
+with its own state that follows its hypothesis; the search itself knows none of them.
 
 The cache follows its hypotheses: by default every changed leaf is gathered by parent beam after
 each step (flax, tensor2tensor); with reorder_cache=False nothing is copied and the step function
@@ -31,9 +30,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from t2t_lite.decode import lexical
-# Finite "log 0": -inf would turn into NaN in 0 * -inf or -inf - -inf.
-NEG_INF = lexical.NEG_INF
+from t2t_lite.decode.processors import NEG_INF, for_search, tile_beams
 
 
 def length_penalty(length, alpha):
@@ -51,14 +48,8 @@ class BeamState(NamedTuple):
   done: tf.Tensor  # bool [B]: nothing left to find for this sentence.
   cache: Any  # nested structure, every leaf [B * K, ...]
   rows: tf.Tensor  # int32 [B * K, L]: the cache row holding each hypothesis' slot t.
-  mask_state: Any  # the logits mask's state (nested, every leaf [B * K, ...]), or ().
-  met: Any  # lexical.State of each live hypothesis [B * K], or ().
-  finished_met: Any  # bool [B, K]: each finished hypothesis has met its constraints, or ().
-
-
-def tile_beams(x, beam_size):
-  """[B, ...] -> [B * K, ...], each sentence's row repeated K times (adjacent)."""
-  return tf.repeat(x, beam_size, axis=0)
+  states: Any  # each processor's state of each live hypothesis (leaves [B * K, ...]).
+  finished_states: Any  # each processor's of each finished hypothesis (leaves [B, K, ...]).
 
 
 def _gather_beams(x, indices):
@@ -118,84 +109,102 @@ def _keep_static_shape(new, old):
                                zip(new.shape.as_list(), old.shape.as_list())])
 
 
-def _forced(logits, forced_ids, index, not_after_forced=None):
-  """logits float32 [N, V] at step `index`, forced_ids int32 [N, L] (0 = none) -> logits with
-  every token but the forced one at NEG_INF in the rows that have one, and the tokens of
-  not_after_forced (bool [V]) at NEG_INF in the rows whose prefix ended at the step before."""
-  forced = tf.gather(forced_ids, index, axis=1)  # [N]
-  other = tf.not_equal(tf.range(tf.shape(logits)[-1])[None, :], forced[:, None])  # [N, V]
-  banned = tf.logical_and(other, (forced > 0)[:, None])
-  if not_after_forced is not None:
-    before = tf.gather(forced_ids, tf.maximum(index - 1, 0), axis=1)  # [N]
-    after = (index > 0) & (before > 0) & tf.equal(forced, 0)  # [N]
-    banned |= tf.logical_and(after[:, None], not_after_forced[None, :])
-  return tf.where(banned, NEG_INF, logits)
-
-
 def _valid(scores):
   return scores > NEG_INF / 2
 
 
-def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
-                max_decode_length, max_lengths=None, reorder_cache=True, logits_mask_fn=None,
-                mask_state=(), forced_ids=None, not_after_forced=None, constraints=None):
-  """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
+def _follow_parents(new_cache, state, parent_beams, beam_size, reorder_cache):
+  """The cache and rows of the kept hypotheses, parent_beams [B, K]: beam_search's
+  reorder_cache (every changed leaf gathered by parent) or its rows (nothing copied)."""
+  if reorder_cache:
+    return tf.nest.map_structure(
+        lambda new, old: new if new is old else _gather_flat(new, parent_beams, beam_size),
+        new_cache, state.cache), state.rows
+  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
+  own_rows = tf.range(tf.shape(state.rows)[0])[:, None]  # [B*K, 1]
+  written = tf.range(tf.shape(state.rows)[1]) <= state.index  # [L]
+  rows = tf.where(written, _gather_flat(state.rows, parent_beams, beam_size), own_rows)
+  # A hypothesis' own counters ([B*K], e.g. the words a parse has placed) still follow it:
+  # rows address slot buffers only, and a counter costs nothing to copy.
+  return tf.nest.map_structure(
+      lambda new, old: _gather_flat(new, parent_beams, beam_size)
+      if new is not old and new.shape.rank == 1 else new, new_cache, state.cache), rows
 
-  Args:
-    symbols_to_logits_fn: (ids int32 [B*K] previous tokens (0 at index 0), index int32 scalar,
-      cache) -> (logits float32 [B*K, V], new cache). Leaves it returns unchanged (the same
-      tensor, e.g. encoder keys/values) are not reordered between beams: they are equal across
-      the beams of a sentence.
-    cache: nested structure of tensors with leading dimension B; tiled here to B*K.
-    batch_size: B (a Python int or an int32 scalar).
-    beam_size: K >= 1; 1 is greedy decoding (alpha is then ignored).
-    alpha: length penalty exponent >= 0 (0 = rank by log-probability).
-    eos_id: the vocabulary's end-of-sequence id.
-    max_decode_length: L: the size of the output buffer and the loop bound (a Python int, or
-      an int32 scalar; under XLA one it can compute from the input shapes it compiles for).
-    max_lengths: optional int [B], each sentence's own maximum output length (clipped to L);
-      a sentence that reaches it is finished with the tokens it has. Default: L for all.
-    reorder_cache: True: after each step every changed cache leaf is gathered so that row n
-      holds the cache of hypothesis n (the step function needs to know nothing of beams).
-      False: nothing is copied but changed leaves of rank 1 (a hypothesis' own counters); the
-      step function is called as fn(ids, index, cache, rows)
-      with rows int32 [B*K, L]: the cache row where hypothesis n's slot t was written (n itself
-      for t >= index). It must write slot `index` of row n and read slot t < index from row
-      rows[n, t]. This saves copying every layer's key/value cache at every step (see
-      Transformer.decode_step's cache_rows).
-    logits_mask_fn: optional constraint on the outputs, e.g. a grammar:
-      (ids int32 [B*K] previous tokens, index, mask_state, logits float32 [B*K, V]) ->
-      (logits [B*K, V], new mask_state), NEG_INF for forbidden tokens (the model's
-      distribution is then renormalised over the allowed ones by the softmax). Its state
-      follows its hypothesis (gathered by parent beam after every step, whatever
-      reorder_cache), so it can hold e.g. a stack of open brackets.
-    mask_state: the constraint's initial state: nested tensors with leading dimension B.
-    forced_ids: optional int32 [B, P], 0-padded: the tokens each sentence's outputs start with
-      (a target prefix; never EOS). At step t < its length a sentence's only expansion is its
-      token t, with the log-probability the model gives it (not renormalised over one token),
-      so scores stay log P(Y) / lp(|Y|) of the whole output. P < L, and each sentence's
-      max_lengths must leave room for its prefix and EOS.
-    not_after_forced: optional bool [V]: tokens that may not come right after a forced prefix
-      or a constraint phrase (pieces that would go on its last word: they are whole words).
-    constraints: optional lexical.Constraints [B, C]: target phrases every output must
-      contain (lexical constraints), searched with dynamic beam allocation (lexical.py).
-      EOS is kept out until a hypothesis has met them all; one cut at its max length may lack
-      some, and ranks after every one that has them. None: the plain search.
 
-  Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
-  log P(Y) / lp(|Y|). Every sentence gets K finished hypotheses unless its vocabulary and
-  length allow fewer, in which case the missing ones have scores <= NEG_INF / 2.
+def _merge_finished(state, top_seqs, new_scores, processors, states):
+  """The K best of the finished hypotheses so far and the new ones, new_scores [B, 2K]
+  (NEG_INF: not finished here), ranked by score unless a processor ranks them (states: the
+  processors' states of the 2K new ones) -> (seqs [B, K, L + 1], scores [B, K], the
+  processors' states of the finished ones)."""
+  k = state.finished_scores.shape[1]
+  merged_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [B, 3K]
+  merged_seqs = tf.concat([state.finished_seqs, top_seqs], axis=1)  # [B, 3K, L + 1]
+  scores, slots = tf.math.top_k(merged_scores, k)  # [B, K]
+  finished_states = list(state.finished_states)
+  for n, processor in enumerate(processors):
+    ranked = processor.rank_finished(merged_scores, finished_states[n], states[n], k)
+    if ranked is not None:
+      slots, finished_states[n] = ranked  # [B, K]
+      scores = _gather_beams(merged_scores, slots)
+  return _gather_beams(merged_seqs, slots), scores, tuple(finished_states)
 
-  Longer than our usual function, on purpose: the loop body's four steps (expand, keep the
-  live beams, merge the finished ones, decide which sentences are done) share a dozen tensors;
-  split into functions they would pass all of them around, and read less like section 6.1.
-  """
+
+def _check_arguments(beam_size, alpha, max_decode_length):
   if beam_size < 1:
     raise ValueError(f"beam_size must be >= 1, got {beam_size}")
   if alpha < 0:
     raise ValueError(f"alpha must be >= 0, got {alpha}")
   if isinstance(max_decode_length, int) and max_decode_length < 1:
     raise ValueError(f"max_decode_length must be >= 1, got {max_decode_length}")
+
+
+def _initial_state(cache, batch_size, beam_size, length, processors):
+  """The search's BeamState before its first step."""
+  k = beam_size
+  # Only beam 0 is live at first, so the K beams don't start as K copies of one hypothesis.
+  live_logprobs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
+  empty_seqs = tf.zeros([batch_size, k, length + 1], tf.int32)
+  return BeamState(
+      index=tf.constant(0), live_seqs=empty_seqs, live_logprobs=live_logprobs,
+      finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
+      done=tf.zeros([batch_size], tf.bool),
+      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
+      rows=tf.tile(tf.range(batch_size * k)[:, None], [1, length]),  # [B*K, L]
+      states=tuple(p.initial_state(batch_size, k) for p in processors),
+      finished_states=tuple(p.initial_finished(batch_size, k) for p in processors))
+
+
+def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eos_id,
+                max_decode_length, max_lengths=None, reorder_cache=True, processors=(),
+                **keywords):
+  """Returns (sequences int32 [B, K, L], scores float32 [B, K]), best first per sentence.
+
+  Args:
+    symbols_to_logits_fn: (ids int32 [B*K] previous tokens (0 at index 0), index int32 scalar,
+      cache) -> (logits float32 [B*K, V], new cache). Leaves it returns unchanged (e.g. encoder
+      keys/values) are not reordered: they are equal across the beams of a sentence.
+    cache: nested structure of tensors with leading dimension B; tiled here to B*K.
+    batch_size: B (a Python int or an int32 scalar). beam_size: K >= 1; 1 is greedy decoding
+      (alpha is then ignored). alpha: length penalty exponent >= 0 (0: by log-probability).
+    max_decode_length: L, the output buffer's size and the loop bound (a Python int, or an
+      int32 scalar; under XLA one it can compute from the input shapes it compiles for).
+    max_lengths: optional int [B], each sentence's own maximum output length (clipped to L);
+      a sentence that reaches it is finished with the tokens it has. Default: L for all.
+    reorder_cache: True: after each step every changed cache leaf is gathered by parent beam.
+      False: only changed leaves of rank 1 (a hypothesis' own counters) are; the step function
+      is called as fn(ids, index, cache, rows), rows int32 [B*K, L] the cache row where
+      hypothesis n's slot t was written (n for t >= index): it writes slot `index` of row n
+      and reads slot t < index from rows[n, t] (Transformer.decode_step's cache_rows).
+    processors: what features add to the search (processors.py), applied in this order;
+      `keywords` name more of them, processors.for_search's, applied after these.
+
+  Sequences contain the EOS that ended them (if any) and 0s after it. Scores are
+  log P(Y) / lp(|Y|); missing hypotheses (too short a vocabulary or length) <= NEG_INF / 2.
+  Longer than our usual function, on purpose: the loop body's four steps (expand, keep the
+  live beams, merge the finished ones, decide which sentences are done) share a dozen tensors;
+  split into functions they would pass all of them around, and read less like section 6.1.
+  """
+  _check_arguments(beam_size, alpha, max_decode_length)
   k, length = beam_size, max_decode_length
   if k == 1:
     alpha = 0.0  # Greedy: the first EOS ends the output, whatever its length.
@@ -203,27 +212,12 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     max_lengths = tf.fill([batch_size], length)
   max_lengths = tf.minimum(tf.cast(max_lengths, tf.int32), length)  # [B]
   positions = tf.range(length + 1)  # [L + 1]
+  steps = list(processors) + for_search(beam_size=k, length=length, eos_id=eos_id, **keywords)
+  chooser = [n for n, p in enumerate(steps) if p.chooses]
+  if len(chooser) > 1:
+    raise ValueError("at most one processor may choose the expansions a step keeps")
 
-  own_rows = tf.range(batch_size * k)[:, None]  # [B*K, 1]
-  # Only beam 0 is live at first, so the K beams don't start as K copies of one prefix.
-  live_logprobs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch_size, 1])
-  empty_seqs = tf.zeros([batch_size, k, length + 1], tf.int32)
-  state = BeamState(
-      index=tf.constant(0), live_seqs=empty_seqs, live_logprobs=live_logprobs,
-      finished_seqs=empty_seqs, finished_scores=tf.fill([batch_size, k], NEG_INF),
-      done=tf.zeros([batch_size], tf.bool),
-      cache=tf.nest.map_structure(lambda x: tile_beams(x, k), cache),
-      rows=tf.tile(own_rows, [1, length]),
-      mask_state=tf.nest.map_structure(lambda x: tile_beams(x, k), mask_state), met=(),
-      finished_met=())
-  if constraints is not None:  # [B*K, C], each hypothesis' constraints and what it has met.
-    constraints = lexical.Constraints(*(tile_beams(x, k) for x in constraints))
-    state = state._replace(met=lexical.initial_state(constraints, batch_size * k),
-                           finished_met=tf.zeros([batch_size, k], tf.bool))
-  if forced_ids is not None:  # [B*K, L]: every step's forced token, 0 = none.
-    forced_ids = tf.cast(forced_ids, tf.int32)
-    forced_ids = tile_beams(tf.pad(forced_ids, [[0, 0], [0, length - tf.shape(forced_ids)[1]]]),
-                            k)
+  state = _initial_state(cache, batch_size, k, length, steps)
 
   def cond(state):
     return tf.logical_and(state.index < length, tf.logical_not(tf.reduce_all(state.done)))
@@ -238,26 +232,24 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
       logits, new_cache = symbols_to_logits_fn(ids, i, state.cache, state.rows)
     vocab = tf.shape(logits)[-1]
     logits = tf.cast(logits, tf.float32)
-    new_mask_state = state.mask_state
-    if logits_mask_fn is not None:
-      logits, new_mask_state = logits_mask_fn(ids, i, state.mask_state, logits)  # [B*K, V]
-    # log P(prefix + token) = live log-prob + logit - logsumexp(logits), added as one offset
+    states = list(state.states)
+    for n, p in enumerate(steps):
+      logits, states[n] = p.adjust_logits(ids, i, states[n], logits)  # [B*K, V]
+    # log P(hypothesis + token) = live log-prob + logit - logsumexp(logits), added as one offset
     # per row: no [B*K, V] log-probabilities are written.
     offsets = tf.reshape(state.live_logprobs, [-1]) - log_sum_exp(logits)  # [B*K]
-    if forced_ids is not None:  # After the offsets: a forced token keeps its log-probability.
-      logits = _forced(logits, forced_ids, i, not_after_forced)
-    if constraints is not None:  # Also after the offsets: EOS out, the rest as the model says.
-      logits = lexical.keep_out(logits, constraints, state.met, eos_id, not_after_forced)
+    for n, p in enumerate(steps):  # After the offsets: what is kept keeps its log-probability.
+      logits = p.restrict(logits, i, states[n])
     # K*V kept static where V is: top_k's chunks need a known size or a pad.
     flat = -1 if logits.shape[-1] is None else k * logits.shape[-1]
     candidates = tf.reshape(logits + offsets[:, None], [batch_size, flat])  # [B, K*V]
 
-    # The 2K best expansions of the K live prefixes (with constraints: from each bank in turn).
+    # The 2K best expansions of the K live hypotheses (or those a processor chooses).
     top_logprobs, top_flat = top_k(candidates, 2 * k)  # [B, 2K]
-    priority, met = top_logprobs, ()  # which live ones are kept first; constraints met
-    if constraints is not None:
-      top_logprobs, top_flat, priority, met, complete = lexical.allocate(
-          candidates, top_flat, constraints, state.met, batch_size=batch_size, beam_size=k)
+    priority = top_logprobs  # which live ones are kept first
+    for n in chooser:  # its state is now its 2K candidates': [B*2K, ...]
+      top_logprobs, top_flat, priority, states[n] = steps[n].choose(
+          candidates, top_flat, states[n], batch_size=batch_size, beam_size=k)
     top_beams = top_flat // vocab  # [B, 2K]
     top_ids = top_flat % vocab  # [B, 2K]
     top_seqs = _gather_beams(state.live_seqs, top_beams)  # [B, 2K, L + 1]
@@ -271,43 +263,21 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     live_logprobs = _gather_beams(tf.where(ending, NEG_INF, top_logprobs), live_slots)
     live_seqs = _gather_beams(top_seqs, live_slots)  # [B, K, L + 1]
     parent_beams = _gather_beams(top_beams, live_slots)  # [B, K]
-    if reorder_cache:
-      new_cache = tf.nest.map_structure(
-          lambda new, old: new if new is old else _gather_flat(new, parent_beams, k),
-          new_cache, state.cache)
-      rows = state.rows
-    else:  # Slots 0..i as the parent's (its own row wrote slot i), later ones: own row.
-      rows = tf.where(positions[:-1] <= i, _gather_flat(state.rows, parent_beams, k), own_rows)
-      # A hypothesis' own counters ([B*K], e.g. the words a parse has placed) still follow it:
-      # rows address slot buffers only, and a counter costs nothing to copy.
-      new_cache = tf.nest.map_structure(
-          lambda new, old: _gather_flat(new, parent_beams, k)
-          if new is not old and new.shape.rank == 1 else new, new_cache, state.cache)
-    mask_state = tf.nest.map_structure(lambda x: _gather_flat(x, parent_beams, k),
-                                       new_mask_state)
-    kept = tf.reshape(live_slots + tf.range(batch_size)[:, None] * (2 * k), [-1])  # [B*K]
-    met = tf.nest.map_structure(lambda x: tf.gather(x, kept), met)  # of [B*2K] candidates
+    new_cache, rows = _follow_parents(new_cache, state, parent_beams, k, reorder_cache)
 
     # Finished: merge the ending expansions among the first K with the K kept so far.
-    first_k = tf.range(2 * k) < k  # [2K]
     new_scores = top_logprobs / length_penalty(i + 1, alpha)
-    new_scores = tf.where(tf.logical_and(ending, first_k), new_scores, NEG_INF)  # [B, 2K]
-    merged_scores = tf.concat([state.finished_scores, new_scores], axis=1)  # [B, 3K]
-    merged_seqs = tf.concat([state.finished_seqs, top_seqs], axis=1)  # [B, 3K, L + 1]
-    finished_scores, finished_slots = tf.math.top_k(merged_scores, k)  # [B, K]
-    finished_met = ()
-    if constraints is not None:  # Those cut at their max length without every phrase: last.
-      merged_met = tf.concat([state.finished_met, complete], axis=1)  # [B, 3K]
-      _, by_score = tf.math.top_k(merged_scores, 3 * k)  # TopK keeps ties in order: stable.
-      valid = _valid(merged_scores)
-      group = tf.cast(valid & merged_met, tf.float32) + tf.cast(valid, tf.float32)  # 2, 1, 0
-      _, met_first = tf.math.top_k(_gather_beams(group, by_score), k)
-      finished_slots = _gather_beams(by_score, met_first)  # [B, K]
-      finished_scores = _gather_beams(merged_scores, finished_slots)
-      finished_met = _gather_beams(merged_met, finished_slots)
-    finished_seqs = _gather_beams(merged_seqs, finished_slots)
+    new_scores = tf.where(ending & (tf.range(2 * k) < k), new_scores, NEG_INF)  # [B, 2K]
+    finished_seqs, finished_scores, finished_states = _merge_finished(
+        state, top_seqs, new_scores, steps, states)
 
-    # Done: the best a live prefix can still reach (log-probs only fall; the penalty is at
+    # Each processor's state follows its hypothesis: a chooser's by candidate, others' by parent.
+    kept = tf.reshape(live_slots + tf.range(batch_size)[:, None] * (2 * k), [-1])  # [B*K]
+    states = [tf.nest.map_structure(
+        (lambda x: tf.gather(x, kept)) if n in chooser
+        else (lambda x: _gather_flat(x, parent_beams, k)), s) for n, s in enumerate(states)]
+
+    # Done: the best a live hypothesis can still reach (log-probs only fall; the penalty is at
     # most lp(max length)) is below the worst finished, or the sentence hit its max length.
     best_live = tf.reduce_max(live_logprobs, axis=1) / length_penalty(max_lengths, alpha)
     worst_finished = tf.reduce_min(finished_scores, axis=1)  # [B]
@@ -316,8 +286,8 @@ def beam_search(symbols_to_logits_fn, cache, *, batch_size, beam_size, alpha, eo
     done = state.done | cannot_improve | no_live | (i + 1 >= max_lengths)
     new_state = BeamState(index=i + 1, live_seqs=live_seqs, live_logprobs=live_logprobs,
                           finished_seqs=finished_seqs, finished_scores=finished_scores,
-                          done=done, cache=new_cache, rows=rows, mask_state=mask_state, met=met,
-                          finished_met=finished_met)
+                          done=done, cache=new_cache, rows=rows, states=tuple(states),
+                          finished_states=finished_states)
     return (tf.nest.map_structure(_keep_static_shape, new_state, state),)
 
   (state,) = tf.while_loop(cond, body, (state,), maximum_iterations=length)

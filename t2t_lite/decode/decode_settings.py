@@ -6,6 +6,7 @@ TensorFlow, so that the tools' --help stays quick.
 """
 import dataclasses
 
+from t2t_lite.decode import composition
 from t2t_lite.errors import T2TLiteError
 
 
@@ -22,7 +23,7 @@ def _setting(help, default=dataclasses.MISSING, resolved=False):
 
 _RESOLVED = "Default: hparams.json's, else the problem's"
 # What check_request's `forcing` names: what is forced through the beam search.
-TARGET_PREFIXES, CONSTRAINTS = "target prefixes", "lexical constraints"
+TARGET_PREFIXES, CONSTRAINTS = composition.TARGET_PREFIXES, composition.CONSTRAINTS
 # (field, the test of a value, what it must be): each value given is checked alone.
 _BOUNDS = (("beam_size", lambda v: v >= 1, ">= 1"), ("alpha", lambda v: v >= 0, ">= 0"),
            ("extra_length", lambda v: v >= 1, ">= 1"), ("n_best", lambda v: v >= 1, ">= 1"),
@@ -122,7 +123,7 @@ def check_request(forcing=(), jit_compile=False, max_input_length=None, output_c
   (None: not known yet). No model, no TensorFlow: the tools call it before TensorFlow loads,
   and Translator.from_model_dir, translate() and the exports before anything is loaded, built
   (a shortlist) or written, and again once the model is loaded; DecodeSettings runs it on
-  every resolved set."""
+  every resolved set. Which features cannot be combined is composition.py's table."""
   values = {name: value for name, value in settings.items() if value is not None}
   for name, ok, wanted in _BOUNDS:
     if name in values and not ok(values[name]):
@@ -134,22 +135,13 @@ def check_request(forcing=(), jit_compile=False, max_input_length=None, output_c
   if span_parser is not None:
     _check_model_kind(span_parser, values, with_alignments, forcing)
   sample, shortlist = values.get("sample"), values.get("shortlist")
-  if shortlist and sample:
-    raise DecodingError("shortlist with sample: sampling draws from the whole vocabulary; "
-                        "drop one of them")
-  if shortlist and jit_compile:
-    raise DecodingError("shortlist with --xla: a batch's shortlist has its own size, for which "
-                        "XLA would compile the search again; decode without --xla")
-  if shortlist and output_constraint:
-    raise DecodingError("shortlist with this problem's output constraint: the constraint masks "
-                        "the whole vocabulary; decode without --shortlist")
+  asked = set(forcing) | {feature for feature, on in (
+      (composition.SAMPLING, sample), (composition.SHORTLIST, shortlist),
+      (composition.XLA, jit_compile), (composition.OUTPUT_CONSTRAINT, output_constraint)) if on}
+  refused = composition.refusal(asked)
+  if refused:
+    raise DecodingError(refused.message)
   beam_size, n_best = values.get("beam_size"), values.get("n_best")
   if not sample and beam_size is not None and n_best is not None and n_best > beam_size:
     raise DecodingError(f"n_best={n_best} is more than beam_size={beam_size}: a beam search "
                         "keeps beam_size outputs; raise --beam_size")
-  reason = ("sampling" if sample else "the shortlist" if shortlist else
-            "this problem's output constraint" if output_constraint else None)
-  for what in forcing:
-    if reason:
-      raise DecodingError(f"{what} with {reason}: {what} are forced in the beam search over the "
-                          "whole vocabulary")

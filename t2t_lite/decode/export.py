@@ -41,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite import files
+from t2t_lite.decode import plan as decoding_plan
 from t2t_lite.decode import translation
 from t2t_lite.decode.export_checks import (VERSION, ExportError, check_export_base,
                                            check_saved_model_export)
@@ -222,7 +223,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   --xla_cpu_compilation_enabled (CTranslate2's int8 is the int8 export).
   with_prefix, with_constraints: also the translate_with_prefix signature (target prefixes),
   the translate_with_constraints signature (lexical constraints).
-  The settings file records all of them, and the checkpoint and why it was chosen. Returns
+  The settings file records all of them, the checkpoint and why it was chosen, and the
+  decoding plan (plan.py: decided without this machine but for "auto"). Returns
   `<export_dir>/<version>`.
   """
   # Before the model is loaded: a bad export_dir fails at once (created by `save` only once
@@ -232,14 +234,14 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
                            jit_compile, **settings)
   translator = translation.Translator.from_model_dir(
       model_dir, checkpoint_path, max_input_length=max_input_length, precision=precision,
-      jit_compile=jit_compile, with_alignments=with_alignments, portable=True, forcing=forcing,
-      **settings)
+      jit_compile=jit_compile, with_alignments=with_alignments, planner=decoding_plan.elsewhere,
+      forcing=forcing, **settings)
   loaded = translator.loaded
   logger.info("exporting %s; %s", loaded.which(), loaded.computing())
   module = TranslationModule(translator, jit_compile=jit_compile, with_prefix=with_prefix,
                              with_constraints=with_constraints)
   return save(module, export_dir, extra_info={
       "model_dir": model_dir, "checkpoint": loaded.checkpoint,
-      "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.computing(),
-      "problem": loaded.problem.name})
+      "checkpoint_chosen": loaded.which(), "precision_chosen": loaded.plan.computing(),
+      "plan": loaded.plan.record(), "problem": loaded.problem.name})
 

@@ -23,7 +23,9 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-NEG_INF = -1.0e7  # beam_search's finite "log 0" (defined here: beam_search imports this module).
+# The search's finite "log 0" (-inf would turn into NaN in 0 * -inf or -inf - -inf), defined
+# here, the lowest of the search's modules: processors.py and beam_search.py take it from here.
+NEG_INF = -1.0e7
 
 
 class Constraints(NamedTuple):

@@ -28,7 +28,9 @@ class LineDecoding:
     `progress(n)` is called after each batch with the number of lines done; each line cut to
     max_input_length gets a warning naming it (lines[0] is line `first_number`). prefixes:
     a target prefix for each line (decode_with_prefix), or None; constraints: a list of target
-    phrases for each line (decode_with_constraints), checked before anything is decoded."""
+    phrases for each line (decode_with_constraints), checked before anything is decoded; both
+    (decode_with_prefix_and_constraints): outputs that start with the prefix and contain the
+    phrases."""
     check_batch_size(batch_size)
     extra = {"prefixes": prefixes, "constraints": constraints}
     for name, values in extra.items():
@@ -38,8 +40,10 @@ class LineDecoding:
       self.check_prefixes(lines, prefixes, first_number)
     if constraints is not None:
       self.check_constraints(lines, constraints, first_number)
-    decode = (self.decode_text if prefixes is None and constraints is None else
-              self.decode_with_prefix if constraints is None else self.decode_with_constraints)
+    decode = {(False, False): self.decode_text, (True, False): self.decode_with_prefix,
+              (False, True): self.decode_with_constraints,
+              (True, True): self.decode_with_prefix_and_constraints}[
+                  (prefixes is not None, constraints is not None)]
     order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
     results = {}
     for start in range(0, len(order), batch_size):

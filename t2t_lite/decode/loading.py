@@ -9,8 +9,7 @@ Which checkpoint (`checkpoint_path`), decided here and nowhere else:
   "newest"   its newest checkpoint that reads (an older one, with a warning, if it does not);
   a path     exactly that checkpoint prefix, or the latest checkpoint of that directory.
 Each is loaded with why it was chosen (`LoadedModel.which`), which the tools say first, and
-with the precision it computes in and why (`LoadedModel.computing`: "auto" is resolved here,
-for this machine, with or without XLA).
+with the decoding plan it was made for (plan.py; `LoadedModel.computing` names it).
 """
 import dataclasses
 import logging
@@ -20,6 +19,7 @@ from typing import Any, Optional
 from t2t_lite import errors, registry
 from t2t_lite.data import data_files
 from t2t_lite.decode import ensemble
+from t2t_lite.decode import plan as decoding_plan
 from t2t_lite.hyperparams import HParams
 from t2t_lite.modeling import mixed_precision
 from t2t_lite.modeling.architectures import build_model
@@ -43,48 +43,38 @@ class LoadedModel:
   model_dirs: list = dataclasses.field(default_factory=list)
   checkpoints: list = dataclasses.field(default_factory=list)
   reasons: list = dataclasses.field(default_factory=list)  # why each checkpoint was chosen
-  precision: tuple = ("none", "asked for")  # (name, why), mixed_precision.resolve's
-  searches: Optional[int] = None  # search.beams' concurrent (mixed_precision.for_search)
+  plan: decoding_plan.DecodingPlan = decoding_plan.DecodingPlan("none", "asked for")
 
   def which(self):
     """"<checkpoint> (<why>)" for each model, comma-separated: what a tool's first line says."""
     return ", ".join(f"{c} ({why})" for c, why in zip(self.checkpoints, self.reasons))
 
   def computing(self):
-    """"precision <name> (<why>)": the precision the tools' first line names."""
-    return "precision {} ({})".format(*self.precision)
+    """The decoding plan in one line, ending "precision <name> (<why>)": what the tools' first
+    line names."""
+    return self.plan.describe()
 
 
 def load(model_dir, checkpoint_path: Optional[str] = None, precision="auto", xla=False,
-         search=False):
+         planner=decoding_plan.elsewhere):
   """Builds the model of model_dir/hparams.json, restores the checkpoint `checkpoint_path`
   names (see the module doc) and the vocabulary, and makes it a model for decoding in
   `precision` (mixed_precision.inference_model; "auto": the fastest on this machine for a
-  search with or without `xla`). model_dir may be a list of run directories: their models
-  decoded as one (ensemble.Ensemble), each from its own best model or newest checkpoint,
-  refused unless they share problem and vocabulary. With `search`, a model for searching on
-  this machine: its weight matmuls XLA programs of their own, and a batch split into
-  concurrent searches, where that is faster here (mixed_precision.for_search, by the narrowest
-  model's width; not for a graph served elsewhere, nor for the weights alone).
+  search with or without `xla`), as the decoding plan `planner` decides it (plan.here: for
+  searching on this machine, by the narrowest model's width; plan.elsewhere, the default: for
+  a graph served elsewhere or the weights alone). model_dir may be a list of run directories:
+  their models decoded as one (ensemble.Ensemble), each from its own best model or newest
+  checkpoint, refused unless they share problem and vocabulary.
   """
   ensemble = isinstance(model_dir, (list, tuple))
   runs = [run_files.read_run(d) for d in (model_dir if ensemble else [model_dir])]
-  searches = None
-  if search:
-    d_model = min(run.require_hparams().d_model for run in runs)
-    *precision, compiled, searches = mixed_precision.for_search(precision, xla, d_model)
-  else:
-    # Not for a search here (an export, the weights alone): no warning about this machine.
-    precision, compiled = mixed_precision.resolve(precision, xla, inference=True,
-                                                  warn=False), False
+  decided = planner(precision, xla, min(run.require_hparams().d_model for run in runs))
   if ensemble:
-    loaded = _load_ensemble(runs, checkpoint_path, tuple(precision), compiled)
-  else:
-    loaded = _load_one(runs[0], checkpoint_path, tuple(precision), compiled)
-  return dataclasses.replace(loaded, searches=searches)
+    return _load_ensemble(runs, checkpoint_path, decided)
+  return _load_one(runs[0], checkpoint_path, decided)
 
 
-def _load_one(saved, checkpoint_path, precision, compiled=False):
+def _load_one(saved, checkpoint_path, decided):
   """The model of one run directory (`saved`: its run_files.read_run) -> LoadedModel."""
   model_dir = saved.model_dir
   hparams = saved.require_hparams()
@@ -96,9 +86,9 @@ def _load_one(saved, checkpoint_path, precision, compiled=False):
     model = build_model(hparams, tokenizer.vocab_size, spans=problem.span_vocabulary(model_dir)
                         if hparams.architecture == "span_parser" else None)
   checkpoint, why = _restore(model, model_dir, checkpoint_path)
-  model = mixed_precision.inference_model(model, precision[0], compiled)
+  model = mixed_precision.inference_model(model, decided.precision, decided.compiled_matmuls)
   return LoadedModel(model, hparams, problem, tokenizer, checkpoint, [model_dir], [checkpoint],
-                     [why], precision)
+                     [why], decided)
 
 
 def _restore(model, model_dir, checkpoint_path):
@@ -150,13 +140,13 @@ def _restore_exactly(model, prefix):
   return prefix
 
 
-def _load_ensemble(runs, checkpoint_path, precision, compiled):
+def _load_ensemble(runs, checkpoint_path, decided):
   model_dirs = [run.model_dir for run in runs]
   if checkpoint_path not in (None, BEST, NEWEST):
     raise RunDirError(f"an ensemble takes each member's best model or newest checkpoint "
                       f"(--checkpoint_path={BEST} or {NEWEST}): give each member as a model_dir "
                       "of its own (e.g. an averaged one), not a --checkpoint_path")
-  members = [_load_one(run, checkpoint_path, precision, compiled) for run in runs]
+  members = [_load_one(run, checkpoint_path, decided) for run in runs]
   first = members[0]
   vocabulary = data_files.vocab_checksum(model_dirs[0])
   for directory, member in zip(model_dirs[1:], members[1:]):
@@ -174,4 +164,4 @@ def _load_ensemble(runs, checkpoint_path, precision, compiled):
   model = ensemble.Ensemble([m.model for m in members]) if len(members) > 1 else first.model
   return LoadedModel(model, first.hparams, first.problem, first.tokenizer, first.checkpoint,
                      model_dirs, [m.checkpoint for m in members],
-                     [why for m in members for why in m.reasons], precision)
+                     [why for m in members for why in m.reasons], decided)

@@ -7,7 +7,7 @@ Shapes: B sentences, N samples a sentence, S source length, L longest output, V 
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
-from t2t_lite.decode import beam_search, search
+from t2t_lite.decode import beam_search, processors, search
 
 
 def sample(model, inputs, *, num_samples, temperature, top_k, top_p, seed, extra_length,
@@ -35,14 +35,17 @@ def sample(model, inputs, *, num_samples, temperature, top_k, top_p, seed, extra
     max_lengths = tf.reduce_sum(tf.cast(inputs_mask, tf.int32), axis=1) + extra_length
   else:
     max_lengths = tf.repeat(tf.convert_to_tensor(max_lengths, tf.int32), n, axis=0)
-  mask_state = () if constraint is None else constraint.initial_state(rows, max_lengths)
+  # The beam search's grammar processor, over samples instead of beams (its state [B*N, ...]).
+  grammar = None if constraint is None else processors.Grammar(
+      constraint.mask_logits, constraint.initial_state(rows, max_lengths))
+  mask_state = () if grammar is None else grammar.initial_state(batch * n, 1)
 
   def body(i, ids, logprobs, done, cache, mask_state):
     previous = tf.gather(ids, tf.maximum(i - 1, 0), axis=1) * tf.cast(i > 0, tf.int32)  # [B*N]
     logits, cache = model.decode_step(previous, i, cache)  # [B*N, V]
     logits = search.without_pad(logits)
-    if constraint is not None:
-      logits, mask_state = constraint.mask_logits(previous, i, mask_state, logits)
+    if grammar is not None:
+      logits, mask_state = grammar.adjust_logits(previous, i, mask_state, logits)
     token = _draw(logits, temperature, top_k, top_p, tf.stack([seed, i]))  # [B*N]
     token = tf.where(done, PAD_ID, token)
     logprob = tf.gather(tf.nn.log_softmax(logits), token, batch_dims=1)

@@ -8,7 +8,7 @@ Shapes: B sentences, S source length, K beam size, L longest output, V vocabular
 """
 import tensorflow as tf
 
-from t2t_lite.decode import beam_search, cky, lexical
+from t2t_lite.decode import beam_search, cky, lexical, processors
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID
 from t2t_lite.modeling.span_parser import SpanParser
 
@@ -32,23 +32,22 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
       XLA, TensorFlow's ops would copy a whole buffer at every update.
     constraint: optional output constraint (e.g. a parser's grammar): an object with
       `initial_state(inputs, max_lengths)` and `mask_logits(ids, index, state, logits) ->
-      (logits, state)`, the logits_mask_fn of beam_search.beam_search.
+      (logits, state)`, a grammar (processors.Grammar).
     concurrent: without static_shapes, the batch is split into this many parts (rows in order)
       that are searched at the same time: independent loops, which TensorFlow's executor
       interleaves. One search's step is a chain of small ops that leaves cores idle while they
       wait for each other; a second search fills them. Each sentence's search is its own, so
       the outputs are one search's (with a shortlist, each part searches over its own sources'
-      vocabulary). Default: 2 in bfloat16 or float16, 1 in float32 and int8, whose oneDNN
-      matmuls keep the cores busy; decode passes its machine's choice instead
-      (mixed_precision.concurrent_searches). With XLA (static_shapes) there is one search.
+      vocabulary). Default: 2 in bfloat16 or float16, 1 in float32 and int8; the tools and the
+      export always pass the decoding plan's number (plan.concurrent_searches). With XLA
+      (static_shapes) there is one search.
     shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
-      (`batch_vocabulary`) instead of the whole one; not with static_shapes or a constraint
-      (its size changes with every batch; a constraint masks whole-vocabulary logits).
-    prefix, not_after_prefix: beam_search's forced_ids [B, P] and not_after_forced [V] (target
-      prefixes; L >= P + extra_length); not with a shortlist or a constraint.
+      (`batch_vocabulary`, with the prefix's and phrases' tokens) instead of the whole one.
+    prefix, not_after_prefix: target prefixes [B, P] and the tokens that may not follow one
+      or a phrase [V] (processors.Prefix; L >= P + extra_length).
     phrases: optional lexical.Constraints [B, C]: target phrases every output must contain
-      (lexical constraints, beam_search's `constraints`); not with a shortlist, a constraint or
-      a prefix.
+      (lexical constraints, processors.Phrases). What composes with what:
+      composition.py's table, which Translator checks (decode_settings.check_request).
     bracket_offset: a span parser's (parse_spans); the other settings are a Transformer's.
   Returns ids (EOS included, 0-padded; PAD is never generated) and length-penalised scores
   (log-probabilities renormalised without PAD), best first. With the learned position
@@ -60,9 +59,6 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
   settings = dict(beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                   static_shapes=static_shapes, constraint=constraint, shortlist=shortlist,
                   not_after_prefix=not_after_prefix)
-  if prefix is not None or phrases is not None:  # Translator.check_forcing refuses in one line.
-    assert shortlist is None and constraint is None and (prefix is None or phrases is None), (
-        "a prefix or phrases with a shortlist, a constraint or each other")
   max_lengths = None if max_lengths is None else tf.convert_to_tensor(max_lengths, tf.int32)
   prefix = None if prefix is None else tf.convert_to_tensor(prefix, tf.int32)
   if concurrent is None:
@@ -110,24 +106,34 @@ def _search(model, inputs, max_lengths, prefix, phrases, *, beam_size, alpha, ex
     step, cache = model.decode_step, model.init_cache(encoder_output, inputs_mask)
 
   # With a shortlist the search runs over positions in its vocabulary (ids [V'], in id order:
-  # PAD and EOS keep positions 0 and 1), mapped to token ids for the model and the outputs.
-  vocabulary = None if shortlist is None else shortlist.batch_vocabulary(inputs)  # [V']
-  projection = {} if shortlist is None else {"output_rows": model.output_rows(vocabulary)}
+  # PAD and EOS keep positions 0 and 1), mapped to token ids for the model and the outputs;
+  # the forced tokens (a prefix's, the phrases') are in it, at their positions.
+  forced = [x for x in (prefix, None if phrases is None else phrases.ids) if x is not None]
+  words = None if shortlist is None else processors.Shortlisted(
+      shortlist.batch_vocabulary(inputs, forced), model)
+  projection = {} if words is None else {"output_rows": words.output_rows}
 
   def step_without_pad(ids, index, cache, *cache_rows):
-    if vocabulary is not None:
-      ids = tf.gather(vocabulary, ids)  # [B*K] token ids
+    if words is not None:
+      ids = words.token_ids(ids)  # [B*K] token ids
     logits, cache = step(ids, index, cache, *cache_rows, **projection)  # [B*K, V or V']
     return without_pad(logits), cache
 
-  mask_state = () if constraint is None else constraint.initial_state(inputs, max_lengths)
+  if words is not None:  # forced tokens at their positions in the shortlist's vocabulary
+    prefix = None if prefix is None else words.positions(prefix)
+    phrases = None if phrases is None else phrases._replace(ids=words.positions(phrases.ids))
+    not_after_prefix = None if not_after_prefix is None else words.of_vocabulary(
+        not_after_prefix)
+  chain = processors.for_search(
+      beam_size=beam_size, length=max_decode_length, eos_id=EOS_ID,
+      logits_mask_fn=constraint and constraint.mask_logits,
+      mask_state=() if constraint is None else constraint.initial_state(inputs, max_lengths),
+      forced_ids=prefix, not_after_forced=not_after_prefix, constraints=phrases)
   ids, scores = beam_search.beam_search(
       step_without_pad, cache, batch_size=batch, beam_size=beam_size, alpha=alpha, eos_id=EOS_ID,
       max_decode_length=max_decode_length, max_lengths=max_lengths,
-      reorder_cache=not static_shapes, logits_mask_fn=constraint and constraint.mask_logits,
-      mask_state=mask_state, forced_ids=prefix, not_after_forced=not_after_prefix,
-      constraints=phrases)
-  return (ids if vocabulary is None else tf.gather(vocabulary, ids)), scores
+      reorder_cache=not static_shapes, processors=chain)
+  return (ids if words is None else words.token_ids(ids)), scores
 
 
 def parse_spans(model, inputs, extra_length=None, bracket_offset=0.0):

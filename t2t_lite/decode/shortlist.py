@@ -53,11 +53,14 @@ class Shortlist(tf.Module):
     self.known = tf.Variable(known.astype(bool), trainable=False)  # [V]
     self.frequent = tf.Variable(frequent.astype(np.int32), trainable=False)  # [F]
 
-  def batch_vocabulary(self, inputs):
+  def batch_vocabulary(self, inputs, forced=()):
     """inputs int32 [B, S] -> the ids the batch's outputs are searched over, int32 [V'] in
-    ascending order (PAD and EOS first); every id when a source token is unknown."""
+    ascending order (PAD and EOS first); every id when a source token is unknown. forced:
+    int tensors of token ids the outputs must have (a target prefix, constraint phrases), added
+    to it."""
     ids = tf.concat([tf.reshape(tf.gather(self.candidates, inputs), [-1]),  # [B*S*C]
-                     self.frequent], axis=0)
+                     self.frequent] + [tf.reshape(tf.cast(x, tf.int32), [-1]) for x in forced],
+                    axis=0)
     chosen = tf.scatter_nd(ids[:, None], tf.ones_like(ids), [self.vocab_size]) > 0  # [V]
     chosen |= ~tf.reduce_all(tf.gather(self.known, inputs))
     return tf.cast(tf.where(chosen)[:, 0], tf.int32)  # [V']

@@ -28,6 +28,7 @@ import tensorflow as tf
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
 from t2t_lite.decode import (alignment, forced_decoding, lexical, line_batches,
                              loading, sampling, search, shortlist)
+from t2t_lite.decode import plan as decoding_plan
 # The settings' owner is decode_settings.py; its names are also translation's, where every
 # tool found them first.
 from t2t_lite.decode.decode_settings import (ONE_TREE, TARGET_PREFIXES,  # noqa: F401
@@ -57,8 +58,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
     vocabulary_shortlist: the shortlist.Shortlist that the setting `shortlist` searches with
       (from_model_dir reads or builds the run's).
     searches: how many searches a batch is split into, run at the same time (search.beams'
-      `concurrent`; None: its default). from_model_dir passes this machine's choice
-      (mixed_precision.for_search).
+      `concurrent`; None: its default). from_model_dir passes its decoding plan's (plan.py).
   """
 
   def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
@@ -105,6 +105,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
         autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
                                           tf.TensorSpec([None, None], tf.string,
                                                         name="constraints")])
+    # Both: a prefix and phrases (they compose: composition.py), Translator.translate's.
+    self.decode_with_prefix_and_constraints = tf.function(
+        self._decode_text, autograph=False, input_signature=[
+            *self.decode_with_prefix.input_signature,
+            self.decode_with_constraints.input_signature[1]])
     self.constraint_problems = tf.function(self._constraint_problems, autograph=False,
                                            input_signature=self.decode_with_constraints
                                            .input_signature)
@@ -115,26 +120,25 @@ class Translator(line_batches.LineDecoding, tf.Module):
         tf.TensorSpec([None], tf.string, name="targets")])
 
   @classmethod
-  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto", portable=False,
-                     forcing=(), **kwargs):
+  def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto",
+                     planner=decoding_plan.here, forcing=(), **kwargs):
     """The model of model_dir (or an ensemble: a list of model_dirs) from the checkpoint
     `checkpoint_path` names (default: the run's best model when it kept one, else its newest;
     loading.py; `self.loaded.which()` says which and why), computing in `precision`
-    (mixed_precision.py; "auto" chooses for this machine and jit_compile, and
-    `self.loaded.computing()` says what and why); decoding settings left None resolved by
+    (mixed_precision.py) as the decoding plan `planner` decides with jit_compile (plan.here:
+    for this machine; plan.elsewhere: for a graph served elsewhere, an export), and
+    `self.loaded.computing()` names the plan; decoding settings left None resolved by
     DecodeSettings.resolve; the problem's constraint and output form; with the setting
-    `shortlist`, the run's table (shortlist.for_run: read, or built and kept). `portable`: for
-    a graph that runs on another machine (an export), so not shaped by this one's kernels
-    (loading's `search`). `forcing`: what the caller will force through the search
-    (TARGET_PREFIXES, CONSTRAINTS), refused here if it cannot be. A request that cannot be
-    decoded is refused before the model loads (check_request), or, where it takes the model
-    or its problem to know, before a shortlist is built and kept."""
+    `shortlist`, the run's table (shortlist.for_run: read, or built and kept). `forcing`: what
+    the caller will force through the search (TARGET_PREFIXES, CONSTRAINTS), refused here if
+    it cannot be. A request that cannot be decoded is refused before the model loads
+    (check_request), or, where it takes the model or its problem to know, before a shortlist
+    is built and kept."""
     names = [f.name for f in dataclasses.fields(DecodeSettings)]
     given = {k: kwargs.pop(k) for k in names if k in kwargs}
     jit_compile = kwargs.get("jit_compile", False)
     check_request(forcing, jit_compile, kwargs.get("max_input_length"), **given)
-    loaded = loading.load(model_dir, checkpoint_path, precision, jit_compile,
-                          search=not portable)
+    loaded = loading.load(model_dir, checkpoint_path, precision, jit_compile, planner)
     settings = DecodeSettings.resolve(loaded.problem, loaded.hparams, **given)
     check_request(forcing, jit_compile, output_constraint=getattr(
         loaded.problem, "decode_constraint", None) is not None,
@@ -144,7 +148,7 @@ class Translator(line_batches.LineDecoding, tf.Module):
       # The members of an ensemble share one vocabulary (loading.py): the first one's table.
       kwargs["vocabulary_shortlist"] = shortlist.for_run(loaded.model_dirs[0],
                                                          loaded.tokenizer.vocab_size)
-    kwargs.setdefault("searches", loaded.searches)
+    kwargs.setdefault("searches", loaded.plan.searches)
     translator = cls.of_problem(loaded.model, loaded.problem, loaded.model_dirs[0], settings,
                                 loaded.tokenizer, **kwargs)
     translator.loaded = loaded
@@ -291,19 +295,19 @@ class Translator(line_batches.LineDecoding, tf.Module):
     phrases: ragged [B, P, (T)], the target phrases each output contains."""
     inputs, truncated, lengths = self._source(tokens)
     empty = blank | tf.equal(lengths, 0)  # [B]
-    prefix = () if phrases is None else (None, self._lexical(phrases, lengths, empty))
+    prefix, phrases = None, (None if phrases is None else self._lexical(phrases, lengths, empty))
     if prefix_tokens is not None:  # Cut as sources are (a prefix is never cut silently).
       # Asserted known (the export's only check; decode_lines refuses a line first).
       with tf.control_dependencies([tf.debugging.assert_equal(tf.reduce_any(
           lexical.unknown(prefix_tokens, UNK_ID) & ~empty), False,
           message="a target prefix has a word that is not in the vocabulary")]):
         prefix, prefix_cut, prefix_lengths = self._source(prefix_tokens, add_eos=False)
-      prefix = (tf.where(empty[:, None], PAD_ID, prefix),)  # [B, P]
+      prefix = tf.where(empty[:, None], PAD_ID, prefix)  # [B, P]
       truncated |= prefix_cut
       lengths = tf.maximum(lengths, prefix_lengths)
     # Empty inputs decode one step only (their output is replaced by nothing below).
     max_lengths = tf.where(empty, 1, lengths + 1 + self.settings.extra_length)
-    ids, scores = self._search(inputs, max_lengths, *prefix)  # [B, N, L] with EOS, [B, N]
+    ids, scores = self._search(inputs, max_lengths, prefix, phrases)  # [B, N, L], [B, N]
     ids = tf.where(empty[:, None, None], PAD_ID, ids)
     result = {"scores": tf.where(empty[:, None], 0.0, scores),
               "truncated": truncated & ~blank}

@@ -15,9 +15,8 @@
 A precision given that is slow on this machine (fp16 on a CPU; bf16 or int8 on a CPU without
 their instructions: `slower_here`) is warned of first, naming the fast choice; not refused.
 
-A model for decoding in float32 without --xla may also multiply its weights by XLA programs of
-their own (`compiled_matmuls`: where TensorFlow runs without oneDNN, for models at least 256
-wide), with the same precision.
+What else decoding decides from the machine (compiled weight matmuls, concurrent searches) is
+the decoding plan's (t2t_lite/decode/plan.py), which reads the machine through `Machine` too.
 
 Training (--mixed_precision) and inference (--precision of decode, export, attention and
 `translate()`) take the same names. Checkpoints hold float32 weights in every precision, so a
@@ -187,43 +186,6 @@ def _onednn_on():
     return True  # the behaviour of every machine measured before the check existed
 
 
-# The narrowest model (d_model) whose float32 decoding measured faster with compiled matmuls
-# (docs/benchmarks.md). Narrower ones multiply so little that compiling each matmul costs a
-# process more than Eigen's products take.
-COMPILED_MATMULS_MIN_WIDTH = 256
-
-
-def compiled_matmuls(precision, machine, xla, d_model):
-  """Whether a model `d_model` wide decoding in `precision` (a name, not auto) on `machine`,
-  with or without XLA for the whole search, multiplies its weights by XLA programs of their
-  own (quantization.py) -> (yes, why). int8 always does. Otherwise only float32 without XLA on
-  a CPU where TensorFlow runs without oneDNN, for models at least COMPILED_MATMULS_MIN_WIDTH
-  wide: its float32 matmul is then Eigen's, much slower there than XLA's dot, while with
-  oneDNN the search without XLA came within about 10% of the XLA-compiled one. The rest of the
-  search stays TensorFlow ops, so that no batch shape compiles more than its matmuls
-  (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
-  if precision == "int8":
-    return True, "int8 matmuls are XLA programs"
-  if (precision == "none" and not xla and not machine.onednn and not machine.tpu
-      and not machine.gpu_capabilities and d_model >= COMPILED_MATMULS_MIN_WIDTH):
-    return True, "float32 matmuls by XLA: TensorFlow runs without oneDNN on this CPU"
-  return False, ""
-
-
-def concurrent_searches(machine, compiled):
-  """How many searches a decoding batch is split into, run at the same time (search.beams'
-  `concurrent`), on `machine` without XLA, for a model whose weight matmuls are `compiled` XLA
-  programs of their own -> (number, why); (None, "") leaves search.beams' choice by compute
-  dtype (two in bfloat16 or float16, else one), which a graph for another machine (an export)
-  keeps. Where TensorFlow runs without oneDNN, a step's compiled matmuls are separate programs
-  with a chain of small TensorFlow ops between them, which leaves a core idle; a second search
-  fills it, and two measured faster in float32 and int8 alike. With oneDNN, int8 with two
-  measured slower (docs/benchmarks.md: bench/ctranslate2_decode.py)."""
-  if compiled and not machine.onednn and not machine.tpu and not machine.gpu_capabilities:
-    return 2, "each batch searched as two halves at once (no oneDNN)"
-  return None, ""
-
-
 def training_xla(precision, machine):
   """Whether to compile the training step in `precision` (a name, not auto) with XLA on
   `machine` when --xla is not given -> (xla, why): yes, but for bfloat16 on a CPU. XLA's CPU
@@ -235,28 +197,15 @@ def training_xla(precision, machine):
   return True, "the default"
 
 
-def for_search(precision, xla, d_model):
-  """A decoding model's (`d_model` wide) precision (`precision` resolved for inference:
-  `resolve`), whether its weight matmuls are compiled (`compiled_matmuls`) and how many
-  searches a batch is split into (`concurrent_searches`) on this machine -> (name, why,
-  compiled, searches), `why` naming all three."""
-  name, why = resolve(precision, xla, inference=True)
-  machine = Machine.this()
-  compiled, how = compiled_matmuls(name, machine, xla, d_model)
-  searches, split = concurrent_searches(machine, compiled and not xla)
-  reasons = [why, how if compiled and name != "int8" else "", split]
-  return name, "; ".join(r for r in reasons if r), compiled, searches
-
-
-def resolve(precision, xla, tpu=False, inference=False, warn=True):
+def resolve(precision, xla, tpu=False):
   """`precision` as asked, or for "auto" the choice for this machine (a TPU host when `tpu`)
-  -> (name, why): what the tools print. A precision asked for that is slow on this machine
-  (`slower_here`) gets a warning (unless not `warn`: a model for another machine), logged
-  before the tools' first line, which names the precision; the machine is read only for
-  these and "auto". With `inference` (decoding), int8 may be asked for too."""
+  -> (name, why): what training prints. A precision asked for that is slow on this machine
+  (`slower_here`) gets a warning, logged before the first line, which names the precision; the
+  machine is read only for these and "auto". Decoding's precision is the decoding plan's
+  (decode/plan.py)."""
   if precision != AUTO:
-    check(precision, inference=inference)
-    slow = warn and precision != "none" and slower_here(precision, Machine.this(tpu), xla)
+    check(precision)
+    slow = precision != "none" and slower_here(precision, Machine.this(tpu), xla)
     if slow:
       logger.warning(slow)
     return precision, "asked for"

@@ -1,5 +1,5 @@
 """Weight matmuls for decoding as XLA programs of their own: int8 decoding, and float32 where
-TensorFlow's own matmul kernel is the slower one (mixed_precision.compiled_matmuls).
+TensorFlow's own matmul kernel is the slower one (the decoding plan: decode/plan.py).
 
 int8: dynamic quantization, as CTranslate2's int8 and Keras' int8 layers do it. Each kernel
 [K, N] is quantized once, per output column (scale = the column's largest |weight| / 127), when

@@ -22,7 +22,7 @@ t2t_lite/parsing/treebank.py) with one POS slot per source word:
     bracket after bracket rather than emit the word (docs/parsing.md);
   * EOS: once the root is closed (and then only EOS).
 The state per hypothesis (depth, slots emitted, a stack of the expected closing ids, ...) lives
-in beam search's mask_state and follows its hypothesis; it needs the "words" vocabulary (source
+in its processor's state (decode/processors.py's Grammar) and follows its hypothesis; it needs the "words" vocabulary (source
 token j = word j). Fixed-size tensors only: compiles with XLA.
 
 Shapes: N = B * K hypotheses, S source length, V vocabulary, D = MAX_DEPTH, C word classes.
@@ -123,7 +123,7 @@ class TreeConstraint:
     return tf.where(allowed, 0.0, NEG_INF), state
 
   def mask_logits(self, ids, index, state, logits):
-    """beam_search's logits_mask_fn: logits float32 [N, V] -> (masked logits, new state)."""
+    """processors.Grammar's mask_logits: logits float32 [N, V] -> (masked logits, new state)."""
     bias, state = self.step(ids, index, state)
     masked = logits + bias
     if self.copies_words:  # The own word's score: any word's (see the module doc).

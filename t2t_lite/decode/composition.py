@@ -1,0 +1,67 @@
+"""What composes with what in decoding: the one table of the features that cannot be combined,
+each pair with its one-line refusal and why. decode_settings.check_request reads it (the CLI,
+translate(), the exports and Translator all call that), and each processor of processors.py
+is named by its feature here (`Processor.name`). Imports no TensorFlow: requests are refused
+before TensorFlow loads.
+
+A pair not in the table composes: e.g. target prefixes with lexical constraints (the search's
+processors apply one after the other; tests/test_processors.py).
+"""
+from typing import NamedTuple
+
+# The features a request can ask for (check_request's arguments name them).
+TARGET_PREFIXES, CONSTRAINTS = "target prefixes", "lexical constraints"
+SAMPLING, SHORTLIST, XLA = "sampling", "the shortlist", "--xla"
+OUTPUT_CONSTRAINT = "this problem's output constraint"
+
+
+def _forced_in_beam_search(what):
+  return f"{what} are forced in the beam search over the whole vocabulary"
+
+
+class Exclusion(NamedTuple):
+  first: str  # a feature
+  second: str  # another, that cannot be combined with it
+  message: str  # the one-line refusal
+  why: str  # for the reader: why it is refused, where the message does not say it all
+
+
+def _forcing(what, other, why):
+  return Exclusion(what, other, f"{what} with {other}: {_forced_in_beam_search(what)}", why)
+
+
+# In the order check_request tries them: a request is refused with the first pair it asks for.
+EXCLUDED = (
+    Exclusion(SHORTLIST, SAMPLING, "shortlist with sample: sampling draws from the whole "
+              "vocabulary; drop one of them", "a shortlist is a beam search's"),
+    Exclusion(SHORTLIST, XLA, "shortlist with --xla: a batch's shortlist has its own size, for "
+              "which XLA would compile the search again; decode without --xla",
+              "XLA compiles for each shape"),
+    Exclusion(SHORTLIST, OUTPUT_CONSTRAINT, "shortlist with this problem's output constraint: "
+              "the constraint masks the whole vocabulary; decode without --shortlist",
+              "a grammar's state and masks index token ids [V], the shortlist's logits are [V']"),
+    _forcing(TARGET_PREFIXES, SAMPLING, "the sampler draws every token; forcing its first ones "
+             "would change what a sample means (its score is log P of a free draw)"),
+    _forcing(TARGET_PREFIXES, SHORTLIST,
+             "the search composes them (processors.Shortlisted puts the prefix's tokens in the "
+             "batch's vocabulary; tests/test_processors.py), but tests/test_one_line.py pins "
+             "this refusal (a shortlist is not built for it): kept until that test changes"),
+    _forcing(TARGET_PREFIXES, OUTPUT_CONSTRAINT, "a grammar may forbid the prefix's tokens: "
+             "their forced log-probability would be NEG_INF"),
+    _forcing(CONSTRAINTS, SAMPLING, "dynamic beam allocation chooses among beams; a sampler "
+             "has none"),
+    _forcing(CONSTRAINTS, SHORTLIST, "as target prefixes with the shortlist: the search "
+             "composes them (the phrases' tokens join the batch's vocabulary), the refusal is "
+             "pinned by tests/test_one_line.py"),
+    _forcing(CONSTRAINTS, OUTPUT_CONSTRAINT, "a grammar may forbid a phrase's tokens where it "
+             "must come; the search could not meet it and would cut every output"),
+)
+
+
+def refusal(asked):
+  """The first Exclusion of EXCLUDED whose two features are both in `asked` (a set of the
+  features above), or None: they compose."""
+  for exclusion in EXCLUDED:
+    if exclusion.first in asked and exclusion.second in asked:
+      return exclusion
+  return None
