@@ -3,9 +3,7 @@ import gc
 import os
 import pathlib
 import re
-import shutil
 import subprocess
-import tempfile
 import typing
 import unicodedata
 
@@ -19,14 +17,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
   # TensorFlow's default pool of one thread per core would spin-wait against the other
   # workers' on the same cores. Set here so that the tools' processes inherit it.
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-else:
-  # One XLA compilation cache on disk for the session: the suite's tools compile the same
-  # small models' steps in process after process, and each would compile them anew (a few CPU
-  # seconds a process). The workers and the tools they start inherit the variable. A cached
-  # executable is the one the same compilation gave in an earlier process of this session.
-  _XLA_CACHE = tempfile.mkdtemp(prefix="t2t_lite_xla_cache_")
-  os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
-      os.environ.get("TF_XLA_FLAGS"), f"--tf_xla_persistent_cache_directory={_XLA_CACHE}"]))
 
 
 # The files that take longest, first; the others after them, as collected. pytest-xdist hands
@@ -50,8 +40,6 @@ def pytest_unconfigure(config):
   which in a worker that ran TensorFlow tests spend seconds finalizing its objects one by one;
   the process ends right after and frees them at once, so they are frozen first."""
   gc.freeze()
-  if not os.environ.get("PYTEST_XDIST_WORKER"):
-    shutil.rmtree(_XLA_CACHE, ignore_errors=True)
 
 
 def normalize(text):
