@@ -70,8 +70,7 @@ def _raw_lines(path):
         yield line.encode("utf-8", errors="surrogateescape")
     return
   check_input_file(path)
-  import tensorflow as tf
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with files.open_binary(path) as f:
     yield from iter(f.readline, b"")
 
 
