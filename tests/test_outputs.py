@@ -254,14 +254,14 @@ def test_constrained_outputs_contain_their_phrases_and_are_scored_by_the_model(r
       [line_scores[0] for line_scores in scores], abs=1e-4)
 
 
-def _decode_process(model_dir, tmp_path, lines, flag):
-  """What t2t-lite-decode, run as a process with `flag`, prints for `lines`."""
+def _decode_process(model_dir, tmp_path, lines, *flags):
+  """What t2t-lite-decode, run as a process with `flags`, prints for `lines`."""
   import subprocess
   import sys
   (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
   settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=6", "--precision=none"]
   run = subprocess.run([sys.executable, "-m", "t2t_lite.bin.decode", "--model_dir", model_dir,
-                        *settings, flag, "--input_file", str(tmp_path / "in.txt"),
+                        *settings, *flags, "--input_file", str(tmp_path / "in.txt"),
                         "--no_progress"], capture_output=True, text=True, timeout=300)
   assert run.returncode == 0, run.stderr
   return run.stdout.splitlines()
@@ -283,16 +283,28 @@ def test_decode_and_the_export_answer_prefixes_and_constraints_alike(reversing_m
   assert by_phrases == translator.translate(sources, constraints=phrases)[0]
   assert all(_has_words(o, p) for o, row in zip(by_phrases, phrases) for p in row)
   assert by_phrases[4] == "" and by_phrases != by_prefix
+  # Both: 'source<TAB>prefix<TAB>phrase...' (composition.py: the processors compose).
+  both_prefixes = ["9", "", "8", "6", ""]
+  by_both = _decode_process(reversing_model, tmp_path, [
+      "\t".join([source, prefix] + row) for source, prefix, row in
+      zip(sources, both_prefixes, phrases)], "--target_prefix", "--constraints")
+  assert by_both == translator.translate(sources, prefixes=both_prefixes, constraints=phrases)[0]
+  assert all(o.split()[:len(x.split())] == x.split() and all(_has_words(o, p) for p in row)
+             for o, x, row in zip(by_both, both_prefixes, phrases))
+  assert by_both[4] == "" and by_both not in (by_prefix, by_phrases)
   path = export.export_model_dir(reversing_model, str(tmp_path / "export"), beam_size=4,
                                  alpha=0.6, extra_length=6, precision="none", with_prefix=True,
                                  with_constraints=True)
   padded = [row + [""] * (2 - len(row)) for row in phrases]
-  # TF Serving's loader, one process for the three requests: the last one is refused.
-  prefixed, constrained, refused = tf1_serve_all(path, [
+  # TF Serving's loader, one process for the four requests: the last one is refused.
+  prefixed, constrained, both, refused = tf1_serve_all(path, [
       ("translate_with_prefix", dict(inputs=sources, prefixes=prefixes)),
       ("translate_with_constraints", dict(inputs=sources, constraints=padded)),
+      ("translate_with_prefix_and_constraints", dict(inputs=sources, prefixes=both_prefixes,
+                                                     constraints=padded)),
       ("translate_with_constraints", dict(inputs=["3 9 4"], constraints=[["4 x"]]))])
   assert prefixed["outputs"] == by_prefix and constrained["outputs"] == by_phrases
+  assert both["outputs"] == by_both
   assert refused["error"][0] == "InvalidArgumentError", refused
   assert "a constraint has a word that is not in the vocabulary" in refused["error"][1], refused
 
@@ -304,7 +316,9 @@ def test_decode_and_the_export_answer_prefixes_and_constraints_alike(reversing_m
      "output may have (3: its source's tokens + extra_length 2, and EOS)"),
     (["--sample"], "3\t1", "lexical constraints with sampling: lexical constraints are forced "
      "in the beam search over the whole vocabulary"),
-    (["--target_prefix"], "3\t1", "--target_prefix with --constraints: give one of them")])
+    # With --target_prefix the field after the source is the prefix: x is a prefix's word.
+    (["--target_prefix"], "3\tx\t1", "line 2: a target prefix (x) has a word that is not in "
+     "the model's vocabulary")])
 def test_constraints_that_cannot_be_met_are_refused_before_anything_is_written(
     model_dirs, tmp_path, capsys, flags, line, message):
   (tmp_path / "in.txt").write_text(f"5 6\t5\n{line}\n")

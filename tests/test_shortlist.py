@@ -3,6 +3,8 @@ each batch's vocabulary and its exact fallback, the search over it, and the tool
 (t2t-lite-decode and the export, each run as a user runs it)."""
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -126,6 +128,41 @@ def test_decode_builds_the_table_once_into_the_run_and_the_export_answers_alike(
   assert settings["shortlist"] is True
   # One request of the lines that decode read as one batch: the same batch vocabulary.
   assert tf1_serve(path, "serving_default", LINES)["outputs"] == decoded
+
+
+def test_decode_and_the_export_force_a_prefix_and_phrases_through_the_shortlist(model_dir,
+                                                                               tmp_path):
+  # The forced words join each batch's vocabulary (composition.py: they compose): every output
+  # starts with its prefix and contains its phrases, through decode's process and through TF
+  # Serving's loader alike. "bridge" follows no source word of these lines in training (the
+  # target words are the source's shifted by one), so only the forcing can bring it.
+  run = str(tmp_path / "run")
+  shutil.copytree(model_dir, run)  # The module's run is read only.
+  prefixes, phrases = ["a dog", "", "bridge", ""], [["bridge"], ["red hat"], [], []]
+  sources = LINES[:3] + [""]
+  (tmp_path / "in.txt").write_text("".join(
+      "\t".join([source, prefix] + row) + "\n" for source, prefix, row in
+      zip(sources, prefixes, phrases)))
+  settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=8", "--precision=none",
+              "--shortlist", "--target_prefix", "--constraints"]
+  code, out, err = run_tool("decode", "--model_dir", run, "--input_file", tmp_path / "in.txt",
+                            "--no_progress", *settings)
+  assert code == 0, err
+  decoded = out.splitlines()
+  assert len(decoded) == 4 and decoded[3] == ""
+  # As whole words: no letter or digit may go on a prefix's or phrase's last word (punctuation
+  # may: the model's weights are random).
+  whole = lambda words: rf"{re.escape(words)}(?!\w)"
+  for output, prefix, row in zip(decoded, prefixes, phrases):
+    assert not prefix or re.match(whole(prefix), output), (output, prefix)
+    assert all(re.search("(^| )" + whole(p), output) for p in row), (output, row)
+  code, out, err = run_tool("export", "--model_dir", run, "--export_dir", tmp_path / "export",
+                            *settings)
+  assert code == 0, err
+  padded = [row + [""] * (1 - len(row)) for row in phrases]
+  served = tf1_serve(out.strip(), "translate_with_prefix_and_constraints", sources,
+                     prefixes=prefixes, constraints=padded)
+  assert served["outputs"] == decoded
 
 
 @pytest.mark.parametrize("flag, message", [

@@ -130,3 +130,20 @@ def test_tokenizers_work_inside_a_saved_model(multi30k_data, tmp_path):
   assert [[i for i in row if i] for row in out["ids"].numpy().tolist()] == expected
   assert out["text"].numpy().tolist() == [b"Two dogs play.", b"a b c"]
   assert out["words"].numpy().tolist() == [b"<unk> <unk> <unk>", b"a b <unk>"]
+
+
+def test_pieces_that_would_go_on_a_word_are_told_by_their_text_or_their_byte(multi30k_data):
+  # What may not follow a target prefix or a phrase (continues_word): a piece without "▁" that
+  # starts with a letter or digit, and the byte-fallback pieces of letters, digits and of the
+  # bytes of multi-byte characters, but not those of punctuation or space.
+  tok = _tokenizer(multi30k_data, "multi30k_ende")
+  pieces = [tok._sp.id_to_piece(i) for i in range(tok.vocab_size)]
+  ids = {piece: i for i, piece in enumerate(pieces)}
+  continues = tok.continues_word(tf.range(tok.vocab_size)).numpy()
+  expected = {"<0x44>": True, "<0x7A>": True, "<0x30>": True, "<0xC3>": True, "<0x2E>": False,
+              "<0x20>": False, "<0x5B>": False, "<0x7B>": False}
+  assert {piece: bool(continues[ids[piece]]) for piece in expected} == expected
+  words = [p for p in pieces if p.startswith("▁") and len(p) > 1]
+  inner = [p for p in pieces if not p.startswith(("▁", "<")) and p[0].isalnum()]
+  assert words and inner and not continues[[ids[p] for p in words]].any()
+  assert continues[[ids[p] for p in inner]].all()

@@ -12,7 +12,8 @@ finishes an interrupted decode; a terminal on stdin (or --interactive) gets each
 as soon as the line is typed; with --target_prefix a line is 'source<TAB>prefix', and its
 outputs start with the prefix's words (a translator's autocompletion); with --constraints a line
 is 'source<TAB>phrase<TAB>phrase...', and its outputs contain every phrase (terminology; refused
-naming the line where a phrase cannot be met). An empty input line gives an empty output line; a
+naming the line where a phrase cannot be met); with both, 'source<TAB>prefix<TAB>phrase...' (the
+prefix field blank for none). An empty input line gives an empty output line; a
 line longer than the model's max_length tokens is cut to it, with a warning naming the line.
 Beam size, alpha and the extra output length default to hparams.json's, else the problem's (the
 paper: 4, 0.6, 50). --n_best=N writes Moses' n-best format ("i ||| output ||| score", N a line);
@@ -69,7 +70,7 @@ def parse_args(argv):
   parser.add_argument("--target_prefix", action="store_true",
                       help="each input line is 'source<TAB>prefix': its outputs start with the "
                            "prefix's words, scored as part of them (a line without a TAB has "
-                           "no prefix)")
+                           "no prefix); with --constraints, 'source<TAB>prefix<TAB>phrase...'")
   parser.add_argument("--constraints", action="store_true",
                       help="each input line is 'source<TAB>phrase<TAB>phrase...': its outputs "
                            "contain every phrase, as whole words, in any order (lexical "
@@ -125,8 +126,6 @@ def main(argv=None):
     return cli.fail(PROG, f"--window must be >= 1, got {args.window}")
   if args.evalb_report and not args.reference_file:
     return cli.fail(PROG, "--evalb_report needs --reference_file")
-  if args.target_prefix and args.constraints:
-    return cli.fail(PROG, "--target_prefix with --constraints: give one of them")
   if args.continue_output and (args.output_file == "-" or args.n_best != 1
                                or args.reference_file):
     return cli.fail(PROG, "--continue_output needs an --output_file of one output a line (no "
@@ -147,11 +146,12 @@ def main(argv=None):
         flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
         jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
         **flags.field_values(args, DecodeSettings))
-    if args.target_prefix:  # The first window's prefixes, before anything is written.
-      translator.check_prefixes(*text_lines.split_prefixes(first), first_number=done + 1)
-    if args.constraints:  # The first window's phrases, before anything is written.
-      sources, phrases = text_lines.split_constraints(first)
-      translator.check_constraints(sources, phrases, first_number=done + 1)
+    # The first window's prefixes and phrases, before anything is written.
+    sources, forced_lines = _split(first, args)
+    if "prefixes" in forced_lines:
+      translator.check_prefixes(sources, forced_lines["prefixes"], first_number=done + 1)
+    if "constraints" in forced_lines:
+      translator.check_constraints(sources, forced_lines["constraints"], first_number=done + 1)
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
@@ -209,14 +209,8 @@ def _input(args, interactive, done):
 
 
 def _split(lines, args):
-  """Input lines -> (sources, decode_lines' prefixes= or constraints= from their TAB fields)."""
-  if args.target_prefix:
-    sources, prefixes = text_lines.split_prefixes(lines)
-    return sources, {"prefixes": prefixes}
-  if args.constraints:
-    sources, phrases = text_lines.split_constraints(lines)
-    return sources, {"constraints": phrases}
-  return lines, {}
+  """Input lines -> (sources, decode_lines' prefixes= and / or constraints=)."""
+  return text_lines.split_forcing(lines, args.target_prefix, args.constraints)
 
 
 def _log_start(translator, total, done, output_file):

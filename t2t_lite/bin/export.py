@@ -45,7 +45,8 @@ def parse_args(argv):
                            "target prefixes in, outputs that start with their prefixes out")
   parser.add_argument("--constraints", action="store_true",
                       help="also export the translate_with_constraints signature: inputs and "
-                           "target phrases in, outputs that contain them out")
+                           "target phrases in, outputs that contain them out (with "
+                           "--target_prefix, also translate_with_prefix_and_constraints)")
   parser.add_argument("--format", default="savedmodel", choices=["savedmodel", "ctranslate2"],
                       help="savedmodel: TF Serving's versioned SavedModel; ctranslate2: a "
                            "CTranslate2 model directory (docs/serving.md)")

@@ -222,15 +222,21 @@ def check_output_file(path, reads=(), flag="--output_file"):
                           "what is read; give another output file")
 
 
-def split_prefixes(lines):
-  """--target_prefix's lines, 'source<TAB>prefix' -> (sources, prefixes); a line without a TAB
-  has the empty prefix."""
-  pairs = [line.split("\t", 1) if "\t" in line else (line, "") for line in lines]
-  return [source for source, _ in pairs], [prefix for _, prefix in pairs]
-
-
-def split_constraints(lines):
-  """--constraints' lines, 'source<TAB>phrase<TAB>phrase...' -> (sources, each line's list of
-  phrases); a blank field (say a trailing TAB) is no phrase."""
+def split_forcing(lines, target_prefix, constraints):
+  """Input lines -> (sources, decode_lines' prefixes= and / or constraints= from their TAB
+  fields). --target_prefix: 'source<TAB>prefix' (a line without a TAB has the empty prefix);
+  --constraints: 'source<TAB>phrase<TAB>phrase...' (a blank field, say a trailing TAB, is no
+  phrase); both: 'source<TAB>prefix<TAB>phrase...', the field after the source always the
+  prefix (blank for none), so that no field is read two ways."""
+  if not (target_prefix or constraints):
+    return list(lines), {}
   fields = [line.split("\t") for line in lines]
-  return [f[0] for f in fields], [[p for p in f[1:] if p.strip()] for f in fields]
+  forced = {}
+  if target_prefix:
+    if not constraints:  # The prefix is the rest of the line, TABs and all.
+      fields = [f[:1] + ["\t".join(f[1:])] for f in fields]
+    forced["prefixes"] = [f[1] if len(f) > 1 else "" for f in fields]
+  if constraints:
+    first = 2 if target_prefix else 1
+    forced["constraints"] = [[p for p in f[first:] if p.strip()] for f in fields]
+  return [f[0] for f in fields], forced

@@ -32,6 +32,11 @@ PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
 _RESERVED = ("<pad>", "</s>", "<unk>")
+# A piece that goes on the word before it (SentencePieceTokenizer.continues_word): a letter or
+# digit first, or the byte-fallback piece of an ASCII digit (0x30-0x39), letter (0x41-0x5A,
+# 0x61-0x7A) or of any byte of a multi-byte UTF-8 character (0x80-0xFF).
+_CONTINUES_WORD = (r"[\p{L}\p{N}].*|<0x(3[0-9]|4[1-9A-F]|5[0-9A]|6[1-9A-F]|7[0-9A]|"
+                   r"[89A-F][0-9A-F])>")
 
 
 def _truncate(ids):
@@ -113,9 +118,10 @@ class SentencePieceTokenizer(_Tokenizer):
 
   def continues_word(self, ids):
     """int32 [...] -> bool [...]: whether each piece would go on the word before it (no "▁",
-    and a letter or digit first: "im" after "▁Be"), in the graph: what may not follow a target
-    prefix of whole words."""
-    return tf.strings.regex_full_match(self._tf_sp.id_to_string(ids), r"[\p{L}\p{N}].*")
+    and a letter or digit first: "im" after "▁Be"; or a byte-fallback piece of an ASCII letter
+    or digit, or of a byte of a multi-byte character, most of which are letters: "<0x44>" is
+    "D"), in the graph: what may not follow a target prefix or a phrase of whole words."""
+    return tf.strings.regex_full_match(self._tf_sp.id_to_string(ids), _CONTINUES_WORD)
 
   def encode(self, text, add_eos=False):
     return self._sp.encode(text, add_eos=add_eos)

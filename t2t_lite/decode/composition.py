@@ -4,8 +4,9 @@ translate(), the exports and Translator all call that), and each processor of pr
 is named by its feature here (`Processor.name`). Imports no TensorFlow: requests are refused
 before TensorFlow loads.
 
-A pair not in the table composes: e.g. target prefixes with lexical constraints (the search's
-processors apply one after the other; tests/test_processors.py).
+A pair not in the table composes: target prefixes with lexical constraints (the search's
+processors apply one after the other), and either with the shortlist (the forced tokens join the
+batch's vocabulary: processors.Shortlisted); tests/test_processors.py, tests/test_shortlist.py.
 """
 from typing import NamedTuple
 
@@ -42,17 +43,10 @@ EXCLUDED = (
               "a grammar's state and masks index token ids [V], the shortlist's logits are [V']"),
     _forcing(TARGET_PREFIXES, SAMPLING, "the sampler draws every token; forcing its first ones "
              "would change what a sample means (its score is log P of a free draw)"),
-    _forcing(TARGET_PREFIXES, SHORTLIST,
-             "the search composes them (processors.Shortlisted puts the prefix's tokens in the "
-             "batch's vocabulary; tests/test_processors.py), but tests/test_one_line.py pins "
-             "this refusal (a shortlist is not built for it): kept until that test changes"),
     _forcing(TARGET_PREFIXES, OUTPUT_CONSTRAINT, "a grammar may forbid the prefix's tokens: "
              "their forced log-probability would be NEG_INF"),
     _forcing(CONSTRAINTS, SAMPLING, "dynamic beam allocation chooses among beams; a sampler "
              "has none"),
-    _forcing(CONSTRAINTS, SHORTLIST, "as target prefixes with the shortlist: the search "
-             "composes them (the phrases' tokens join the batch's vocabulary), the refusal is "
-             "pinned by tests/test_one_line.py"),
     _forcing(CONSTRAINTS, OUTPUT_CONSTRAINT, "a grammar may forbid a phrase's tokens where it "
              "must come; the search could not meet it and would cut every output"),
 )

@@ -21,6 +21,9 @@ t2t-lite-decode runs (t2t_lite/decode/translation.py), so that they answer what 
   translate_with_constraints  (exported --constraints) inputs: string [B], constraints:
                    string [B, P] target phrases each output must contain ("" pads a row) ->
                    as serving_default; a phrase that cannot be met fails the request
+  translate_with_prefix_and_constraints  (exported with both) inputs, prefixes, constraints
+                   -> as serving_default, each output starting with its prefix and containing
+                   its phrases (the search's processors compose them: composition.py)
   translate_ids    inputs: int32 [B, S] source ids, 0-padded (an EOS, if any, ends a row)
                    -> outputs: int32 [B, L] the best output's ids, 0-padded, without EOS,
                       scores: float32 [B], truncated: bool [B]
@@ -112,6 +115,16 @@ class TranslationModule(tf.Module):
     """string [B], string [B, P] -> as translate_text, outputs containing their phrases."""
     return _best(self.translator.decode_with_constraints(inputs, constraints))
 
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([None], tf.string, name="inputs"),
+      tf.TensorSpec([None], tf.string, name="prefixes"),
+      tf.TensorSpec([None, None], tf.string, name="constraints")])
+  def translate_with_prefix_and_constraints(self, inputs, prefixes, constraints):
+    """string [B], string [B], string [B, P] -> as translate_text, outputs starting with their
+    prefixes and containing their phrases."""
+    return _best(self.translator.decode_with_prefix_and_constraints(inputs, prefixes,
+                                                                    constraints))
+
   @tf.function(autograph=False,
                input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
   def translate_ids(self, inputs):
@@ -127,6 +140,9 @@ class TranslationModule(tf.Module):
       functions["translate_with_prefix"] = self.translate_with_prefix
     if self.with_constraints:
       functions["translate_with_constraints"] = self.translate_with_constraints
+    if self.with_prefix and self.with_constraints:
+      functions["translate_with_prefix_and_constraints"] = (
+          self.translate_with_prefix_and_constraints)
     return functions
 
 
@@ -222,7 +238,8 @@ def export_model_dir(model_dir, export_dir, *, checkpoint_path=None, max_input_l
   its matmuls are XLA clusters, which TF Serving runs only when started with
   --xla_cpu_compilation_enabled (CTranslate2's int8 is the int8 export).
   with_prefix, with_constraints: also the translate_with_prefix signature (target prefixes),
-  the translate_with_constraints signature (lexical constraints).
+  the translate_with_constraints signature (lexical constraints); both: these two and
+  translate_with_prefix_and_constraints.
   The settings file records all of them, the checkpoint and why it was chosen, and the
   decoding plan (plan.py: decided without this machine but for "auto"). Returns
   `<export_dir>/<version>`.

@@ -14,7 +14,7 @@ from t2t_lite.modeling.span_parser import SpanParser
 
 
 def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
-          static_shapes=False, constraint=None, concurrent=None, shortlist=None, prefix=None,
+          static_shapes=False, constraint=None, concurrent=1, shortlist=None, prefix=None,
           not_after_prefix=None, phrases=None, bracket_offset=0.0):
   """Beam search over the model: inputs int32 [B, S] -> (ids int32 [B, K, L], scores [B, K]).
 
@@ -38,8 +38,8 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
       interleaves. One search's step is a chain of small ops that leaves cores idle while they
       wait for each other; a second search fills them. Each sentence's search is its own, so
       the outputs are one search's (with a shortlist, each part searches over its own sources'
-      vocabulary). Default: 2 in bfloat16 or float16, 1 in float32 and int8; the tools and the
-      export always pass the decoding plan's number (plan.concurrent_searches). With XLA
+      vocabulary). The tools, the export and training's evaluation pass the decoding plan's
+      number (plan.concurrent_searches): this module never chooses it. With XLA
       (static_shapes) there is one search.
     shortlist: optional shortlist.Shortlist: each search runs over its sources' vocabulary
       (`batch_vocabulary`, with the prefix's and phrases' tokens) instead of the whole one.
@@ -61,8 +61,6 @@ def beams(model, inputs, *, beam_size, alpha, extra_length, max_lengths=None,
                   not_after_prefix=not_after_prefix)
   max_lengths = None if max_lengths is None else tf.convert_to_tensor(max_lengths, tf.int32)
   prefix = None if prefix is None else tf.convert_to_tensor(prefix, tf.int32)
-  if concurrent is None:
-    concurrent = 1 if model.compute_dtype == "float32" else 2
   if max_lengths is None:  # Each sentence's own source length (EOS included) + extra_length.
     max_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
     max_lengths += extra_length  # [B]

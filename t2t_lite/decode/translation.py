@@ -58,12 +58,12 @@ class Translator(line_batches.LineDecoding, tf.Module):
     vocabulary_shortlist: the shortlist.Shortlist that the setting `shortlist` searches with
       (from_model_dir reads or builds the run's).
     searches: how many searches a batch is split into, run at the same time (search.beams'
-      `concurrent`; None: its default). from_model_dir passes its decoding plan's (plan.py).
+      `concurrent`; default 1). from_model_dir passes its decoding plan's (plan.py).
   """
 
   def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
                length_multiple=8, constraint=None, output_fn=None, with_alignments=False,
-               vocabulary_shortlist=None, searches=None, **settings):
+               vocabulary_shortlist=None, searches=1, **settings):
     super().__init__(name="translator")
     self.model, self.tokenizer = model, tokenizer
     self.settings = DecodeSettings(**settings)

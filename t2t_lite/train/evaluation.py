@@ -7,7 +7,9 @@ one (TrainState.averaged).
 import math
 
 from t2t_lite.data.problem_base import ProblemError
+from t2t_lite.decode import plan as decoding_plan
 from t2t_lite.decode import translation
+from t2t_lite.modeling import mixed_precision
 from t2t_lite.train import model_selection, steps
 from t2t_lite.train.train_config import TrainerError
 
@@ -29,8 +31,11 @@ def problem_metric_fn(problem, data_dir, hparams, num_examples=100, batch_size=3
 
   def metric_fn(model):
     if id(model) not in translators:  # One traced decoder per model, reused every eval.
-      translators[id(model)] = translation.Translator.of_problem(model, problem, data_dir,
-                                                                 settings)
+      # The decoding plan of the model's own precision, without this machine's choices
+      # (compiled matmuls are a loaded model's): how many searches a batch is split into.
+      plan = decoding_plan.decide(mixed_precision.of_model(model), False, hparams.d_model)
+      translators[id(model)] = translation.Translator.of_problem(
+          model, problem, data_dir, settings, searches=plan.searches)
     hypotheses, _ = translators[id(model)].translate(sources, batch_size)
     scores = problem.score(sources, hypotheses, references)
     return {f"dev_{name}": value for name, value in scores.items()
