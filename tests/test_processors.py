@@ -2,6 +2,7 @@
 combinations that the search's processors (decode/processors.py) now compose: a target prefix
 with lexical constraints, and the shortlist with a prefix or constraints."""
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import tensorflow as tf
 from t2t_lite.data.tokenizers import EOS_ID
 from t2t_lite.decode import composition, lexical, search, shortlist, translation
 from t2t_lite.decode.beam_search import NEG_INF
-from t2t_lite.decode.decode_settings import DecodingError, check_request
+from t2t_lite.decode.decode_settings import ONE_TREE, DecodingError, check_request
 
 from test_beam_search import EOS, TableModel, random_rule, strip
 from test_beam_search import search as table_search
@@ -21,7 +22,15 @@ REQUEST = {composition.TARGET_PREFIXES: {"forcing": [composition.TARGET_PREFIXES
            composition.CONSTRAINTS: {"forcing": [composition.CONSTRAINTS]},
            composition.SAMPLING: {"sample": True}, composition.SHORTLIST: {"shortlist": True},
            composition.XLA: {"jit_compile": True},
-           composition.OUTPUT_CONSTRAINT: {"output_constraint": True}}
+           composition.OUTPUT_CONSTRAINT: {"output_constraint": True},
+           composition.LITERT: {"engine": "litert"},
+           composition.ALIGNMENTS: {"with_alignments": True},
+           composition.SPAN_PARSER: {"span_parser": True},
+           composition.ENSEMBLE: {"ensemble": True}}
+# A span parser's own refusals, not the table's: it decodes one tree by CKY (ONE_TREE).
+ONE_TREE_PAIRS = {frozenset((composition.SPAN_PARSER, other)) for other in (
+    composition.SAMPLING, composition.SHORTLIST, composition.ALIGNMENTS,
+    composition.TARGET_PREFIXES, composition.CONSTRAINTS)}
 
 
 def _request(first, second):
@@ -37,7 +46,10 @@ def test_every_pair_in_the_table_is_refused_with_its_message_and_every_other_pai
   assert set(itertools.chain(*excluded)) <= set(REQUEST)
   for first, second in itertools.combinations(REQUEST, 2):
     message = excluded.get(frozenset((first, second)))
-    if message is None:
+    if frozenset((first, second)) in ONE_TREE_PAIRS:
+      with pytest.raises(DecodingError, match=re.escape(ONE_TREE)):
+        check_request(**_request(first, second))
+    elif message is None:
       check_request(**_request(first, second))  # composes
     else:
       with pytest.raises(DecodingError) as refused:

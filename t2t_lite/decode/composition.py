@@ -14,6 +14,9 @@ from typing import NamedTuple
 TARGET_PREFIXES, CONSTRAINTS = "target prefixes", "lexical constraints"
 SAMPLING, SHORTLIST, XLA = "sampling", "the shortlist", "--xla"
 OUTPUT_CONSTRAINT = "this problem's output constraint"
+# The LiteRT engine (litert_export.py, t2t_lite/litert/) and what only it cannot carry.
+LITERT = "the LiteRT engine"
+ALIGNMENTS, SPAN_PARSER, ENSEMBLE = "word alignments", "a span parser", "an ensemble"
 
 
 def _forced_in_beam_search(what):
@@ -49,6 +52,26 @@ EXCLUDED = (
              "has none"),
     _forcing(CONSTRAINTS, OUTPUT_CONSTRAINT, "a grammar may forbid a phrase's tokens where it "
              "must come; the search could not meet it and would cut every output"),
+)
+
+
+def _not_in_litert(other, why):
+  return Exclusion(LITERT, other, f"{other} with {LITERT}: its .tflite model holds one "
+                   f"Transformer's beam search{why}; use --engine=tensorflow (or export "
+                   "--format=savedmodel)", why)
+
+
+# The LiteRT model is one Transformer's encoder and beam search (with target prefixes) in
+# TFLite's builtin ops: what is not in that graph is refused before anything is exported.
+EXCLUDED += (
+    _not_in_litert(SAMPLING, ", not the sampler"),
+    _not_in_litert(SHORTLIST, ", over the whole vocabulary"),
+    _not_in_litert(CONSTRAINTS, " without dynamic beam allocation"),
+    _not_in_litert(OUTPUT_CONSTRAINT, " without a grammar"),
+    _not_in_litert(XLA, " (XLA is TensorFlow's compiler)"),
+    _not_in_litert(ALIGNMENTS, ", not the attention weights"),
+    _not_in_litert(SPAN_PARSER, ", not CKY"),
+    _not_in_litert(ENSEMBLE, ", of one model"),
 )
 
 

@@ -114,13 +114,15 @@ def forced(prefixes, constraints):
 
 
 def check_request(forcing=(), jit_compile=False, max_input_length=None, output_constraint=False,
-                  span_parser=None, with_alignments=False, **settings):
+                  span_parser=None, with_alignments=False, engine=None, ensemble=False,
+                  **settings):
   """Refuses in one line a decoding request that cannot be decoded, from plain values: the
   settings given (DecodeSettings' fields; one left None or out is resolved later, from hparams
   or the problem, and checked then), what it forces through the search (`forcing`:
   TARGET_PREFIXES, CONSTRAINTS), XLA, max_input_length, alignments, and what only a loaded run
   knows: whether the problem has an output constraint, whether the model is a span parser
-  (None: not known yet). No model, no TensorFlow: the tools call it before TensorFlow loads,
+  (None: not known yet); the engine ("litert": what its model cannot carry; None or
+  "tensorflow": everything) and whether the model is an ensemble. No model, no TensorFlow: the tools call it before TensorFlow loads,
   and Translator.from_model_dir, translate() and the exports before anything is loaded, built
   (a shortlist) or written, and again once the model is loaded; DecodeSettings runs it on
   every resolved set. Which features cannot be combined is composition.py's table."""
@@ -137,7 +139,9 @@ def check_request(forcing=(), jit_compile=False, max_input_length=None, output_c
   sample, shortlist = values.get("sample"), values.get("shortlist")
   asked = set(forcing) | {feature for feature, on in (
       (composition.SAMPLING, sample), (composition.SHORTLIST, shortlist),
-      (composition.XLA, jit_compile), (composition.OUTPUT_CONSTRAINT, output_constraint)) if on}
+      (composition.XLA, jit_compile), (composition.OUTPUT_CONSTRAINT, output_constraint),
+      (composition.LITERT, engine == "litert"), (composition.ALIGNMENTS, with_alignments),
+      (composition.SPAN_PARSER, span_parser), (composition.ENSEMBLE, ensemble)) if on}
   refused = composition.refusal(asked)
   if refused:
     raise DecodingError(refused.message)
