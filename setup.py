@@ -40,9 +40,10 @@ setup(
     # ctranslate2: t2t-lite-export --format=ctranslate2 only (imported there, when asked for);
     # in the test extra too, so that CI runs its tests for real.
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3", "keras-hub>=0.20",
-                             "ctranslate2>=4.5,<5"],
-                    "bench": ["keras-hub>=0.20", "ctranslate2>=4.5,<5"],
-                    "ctranslate2": ["ctranslate2>=4.5,<5"]},
+                             "ctranslate2>=4.5,<5", "ai-edge-litert>=2.3"],
+                    "bench": ["keras-hub>=0.20", "ctranslate2>=4.5,<5", "ai-edge-litert>=2.3"],
+                    "ctranslate2": ["ctranslate2>=4.5,<5"],
+                    "litert": ["ai-edge-litert>=2.3"]},
     entry_points={
         "console_scripts": [
             "t2t-lite-train=t2t_lite.bin.train:main",

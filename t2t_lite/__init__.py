@@ -4,7 +4,8 @@ Public API:
   get_hparams(name, overrides="") -> HParams
   get_problem(name, **settings) -> Problem
   build_model(hparams, vocab_size) -> a built keras.Model
-  translate(model_dir, sentences, beam_size=None, alpha=None) -> (texts, scores)
+  translate(model_dir, sentences, beam_size=None, alpha=None, engine="tensorflow")
+    -> (texts, scores)
 Training: `t2t_lite.train.trainer.train(problem, hparams, data_dir, TrainConfig(...))`, what
 t2t-lite-train runs.
 
@@ -32,9 +33,16 @@ def build_model(hparams, vocab_size, source_slots=None, spans=None):
   return _build(hparams, vocab_size, source_slots=source_slots, spans=spans)
 
 
-def translate(model_dir, sentences, beam_size=None, alpha=None, **kwargs):
+def translate(model_dir, sentences, beam_size=None, alpha=None, engine="tensorflow", **kwargs):
   """Translates `sentences` with the model of `model_dir` (its best model when the run kept one,
-  else its newest checkpoint; `checkpoint_path=` chooses): (texts, scores)."""
+  else its newest checkpoint; `checkpoint_path=` chooses): (texts, scores). engine:
+  "tensorflow" (decode/translation.py), "litert" (t2t_lite.litert.translate: model_dir a LiteRT
+  export, or a run whose export is made on first use and kept beside it) or "auto" (the
+  decoding plan's choice, plan.engine)."""
+  from t2t_lite.decode import plan
+  if plan.engine(engine)[0] == "litert":
+    from t2t_lite import litert
+    return litert.translate(model_dir, sentences, beam_size=beam_size, alpha=alpha, **kwargs)
   from t2t_lite.decode.translation import translate as _translate
   return _translate(model_dir, sentences, beam_size=beam_size, alpha=alpha, **kwargs)
 

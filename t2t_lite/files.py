@@ -15,6 +15,7 @@ two names are one file (a symlink, "./"): what a tool compares before it writes 
 """
 import contextlib
 import os
+import sys
 
 from t2t_lite.errors import RunFailure, reason
 
@@ -75,11 +76,13 @@ def open_binary(path):
 @contextlib.contextmanager
 def writing(path):
   """Inside it, a failed write (a full disk, a read-only file system, a quota) is a one-line
-  RunFailure naming `path`, for the tools' one line and exit status 1, not a traceback."""
-  import tensorflow as tf
+  RunFailure naming `path`, for the tools' one line and exit status 1, not a traceback.
+  TensorFlow's errors are caught only where it is loaded: a local write needs none of it."""
+  tf = sys.modules.get("tensorflow")
+  errors = (OSError, tf.errors.OpError) if tf is not None else (OSError,)
   try:
     yield
-  except (tf.errors.OpError, OSError) as e:
+  except errors as e:
     raise RunFailure(f"writing {path} failed: {reason(e)}") from None
 
 

@@ -20,6 +20,7 @@ LAYERS = (
     ("data", ("t2t_lite.data",)),
     ("run directory", ("t2t_lite.rundir",)),
     ("decode", ("t2t_lite.decode",)),
+    ("litert runtime", ("t2t_lite.litert",)),
     ("parsing", ("t2t_lite.parsing",)),
     ("plug-ins", ("t2t_lite.problems", "t2t_lite.hparams")),
     ("train", ("t2t_lite.train",)),

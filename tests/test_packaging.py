@@ -19,9 +19,11 @@ RUNTIME_ONLY = {
     # run the `tensorboard` command on model_dir.
     "tensorboard",
 }
-# Optional extras of the product: extra name -> the one module that imports it, inside a
-# function (so `import t2t_lite` and every other tool work without it).
-OPTIONAL = {"ctranslate2": "t2t_lite/decode/ctranslate2_export.py"}
+# Optional extras of the product: the module imported -> (its extra, the distribution, the one
+# module that imports it, inside a function: `import t2t_lite` and every other tool work
+# without it).
+OPTIONAL = {"ctranslate2": ("ctranslate2", "ctranslate2", "t2t_lite/decode/ctranslate2_export.py"),
+            "ai_edge_litert": ("litert", "ai-edge-litert", "t2t_lite/litert/runtime.py")}
 
 
 def _setup_keywords():
@@ -82,14 +84,14 @@ def test_keras_hub_is_for_benchmarks_only():
 
 
 def test_optional_extras_are_imported_lazily_by_their_one_module():
-  """ctranslate2: its own extra, in the test extra (CI runs its tests), never required, and
-  imported only inside functions of the one module that needs it."""
+  """ctranslate2 and ai_edge_litert: each its own extra, in the test extra (CI runs its tests),
+  never required, and imported only inside functions of the one module that needs it."""
   keywords = _setup_keywords()
   imported = _product_imports()
-  for name, owner in OPTIONAL.items():
-    assert name not in map(_name, keywords["install_requires"])
-    assert name in map(_name, keywords["extras_require"][name])
-    assert name in map(_name, keywords["extras_require"]["test"])
+  for name, (extra, distribution, owner) in OPTIONAL.items():
+    assert distribution not in map(_name, keywords["install_requires"])
+    assert distribution in map(_name, keywords["extras_require"][extra])
+    assert distribution in map(_name, keywords["extras_require"]["test"])
     assert imported[name] == owner
     importers = []
     for package in PRODUCT:

@@ -19,7 +19,10 @@ Beam size, alpha and the extra output length default to hparams.json's, else the
 paper: 4, 0.6, 50). --n_best=N writes Moses' n-best format ("i ||| output ||| score", N a line);
 --sample draws outputs instead (docs/decoding.md); several --model_dir decode as one ensemble;
 --with_alignments adds word alignments. It runs the same in-graph function as the exported
-SavedModel (t2t_lite/decode/translation.py); --xla compiles its search. The model is the run's
+SavedModel (t2t_lite/decode/translation.py); --xla compiles its search. --engine=litert decodes
+with an exported .tflite model instead (t2t_lite/litert/: numpy, ai_edge_litert and
+sentencepiece, no TensorFlow): --model_dir is then a t2t-lite-export --format=litert directory,
+or a run whose export is made on first use and kept in model_dir/litert/. The model is the run's
 best when it kept one (model_dir/best/), else its newest checkpoint (--checkpoint_path chooses):
 the first line on stderr names it and says why. A file that is not UTF-8 text (see
 text_lines.MAX_NOT_TEXT) is refused.
@@ -42,6 +45,7 @@ import time
 import tqdm
 
 from t2t_lite.bin import cli, flags, text_lines
+from t2t_lite.decode import plan as decoding_plan
 from t2t_lite.decode.decode_settings import (DecodeSettings, DecodingError, check_request,
                                              forced)
 from t2t_lite.errors import T2TLiteError
@@ -94,17 +98,27 @@ def parse_args(argv):
   parser.add_argument("--xla", action="store_true",
                       help="XLA-compile the search, over fixed-size key/value buffers (as on a "
                            "TPU; one compilation per batch shape)")
+  parser.add_argument("--engine", default="auto", choices=list(decoding_plan.ENGINES),
+                      help="tensorflow: the run's checkpoint in TensorFlow; litert: an exported "
+                           ".tflite model in ai_edge_litert's interpreter (pip install -e "
+                           "'.[litert]'; --model_dir an export directory, or a run whose export "
+                           "is made on first use), without sampling, --shortlist, --constraints, "
+                           "alignments or an ensemble; --precision none / int8 choose its float32 "
+                           "/ int8 weights; auto: tensorflow (decode's plan names it)")
   parser.add_argument("--no_progress", action="store_true", help="no progress bar on stderr")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
 
-def output_lines(results, n_best, with_alignments, first=0):
+def output_lines(results, n_best, with_alignments, first=0, neg_inf=None):
   """The lines decode writes: one output a line; with n_best > 1 Moses' n-best format,
   "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (the
-  results' first line is line `first`; slots the search could not fill left out); with
-  alignments, " ||| s-t ..." after the output."""
-  from t2t_lite.decode import beam_search
+  results' first line is line `first`; slots the search could not fill, scored `neg_inf`
+  (default: beam_search.NEG_INF), left out); with alignments, " ||| s-t ..." after the
+  output."""
+  if neg_inf is None:
+    from t2t_lite.decode import beam_search
+    neg_inf = beam_search.NEG_INF
   lines = []
   for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"]), first):
     alignments = (results["alignments"][i - first] if with_alignments
@@ -113,7 +127,7 @@ def output_lines(results, n_best, with_alignments, first=0):
       if n_best == 1:
         lines.append(output if links is None else f"{output} ||| {links}")
         break
-      if score > beam_search.NEG_INF / 2:
+      if score > neg_inf / 2:
         line = f"{i} ||| {output} ||| {score:.6f}"
         lines.append(line if links is None else f"{line} ||| {links}")
   return lines
@@ -122,44 +136,34 @@ def output_lines(results, n_best, with_alignments, first=0):
 def main(argv=None):
   args = parse_args(argv)
   cli.configure_logging(args.verbose, logging.INFO)
-  if args.window < 1:
-    return cli.fail(PROG, f"--window must be >= 1, got {args.window}")
-  if args.evalb_report and not args.reference_file:
-    return cli.fail(PROG, "--evalb_report needs --reference_file")
-  if args.continue_output and (args.output_file == "-" or args.n_best != 1
-                               or args.reference_file):
-    return cli.fail(PROG, "--continue_output needs an --output_file of one output a line (no "
-                          "--n_best, no --reference_file)")
+  wrong = _wrong_flags(args)
+  if wrong:
+    return cli.fail(PROG, wrong)
   interactive = args.interactive or (args.input_file == "-" and sys.stdin is not None
                                      and sys.stdin.isatty())
   try:
-    _check_paths(args)
+    engine, _ = decoding_plan.engine(args.engine)
+    _check_paths(args, engine)
     check_request(forced(args.target_prefix, args.constraints), args.xla, args.max_input_length,
+                  with_alignments=args.with_alignments, engine=engine,
+                  ensemble=len(args.model_dir) > 1,
                   **flags.field_values(args, DecodeSettings))  # Before TensorFlow loads.
+    if engine == "litert":
+      _check_litert(args)
     done, keep = (text_lines.lines_done(args.output_file, args.input_file)
                   if args.continue_output else (0, None))
     total = text_lines.count_lines(args.input_file)
-    from t2t_lite.decode import translation
     windows, lines, references = _input(args, interactive, done)
     first = next(windows, [])  # Read and checked before the model is loaded.
-    translator = translation.Translator.from_model_dir(
-        flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
-        jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
-        **flags.field_values(args, DecodeSettings))
-    # The first window's prefixes and phrases, before anything is written.
-    sources, forced_lines = _split(first, args)
-    if "prefixes" in forced_lines:
-      translator.check_prefixes(sources, forced_lines["prefixes"], first_number=done + 1)
-    if "constraints" in forced_lines:
-      translator.check_constraints(sources, forced_lines["constraints"], first_number=done + 1)
+    translator = _translator(args, engine, first, done)
   except T2TLiteError as e:
     return cli.fail(PROG, e, e.exit_status)
   except FileNotFoundError as e:
     return cli.fail(PROG, e)
-  loaded = translator.loaded
+  loaded = _Loaded(translator)
   if args.evalb_report and not hasattr(loaded.problem, "evalb_report"):
     return cli.fail(PROG, f"--evalb_report is for parsing problems, not {loaded.problem.name}")
-  _log_start(translator, total, done, args.output_file)
+  _log_start(translator, loaded, total, done, args.output_file)
   output = text_lines.StreamedOutput(args.output_file, keep)
   texts = []  # the best outputs, with --reference_file
   try:
@@ -180,17 +184,109 @@ def main(argv=None):
   return 0
 
 
-def _check_paths(args):
-  """Refuses a bad output file (one that is an input, too), a model_dir without a run or a
-  missing input file before any is read: these checks need no TensorFlow, which reading the
-  input and the model load."""
+def _wrong_flags(args):
+  """What is wrong with the flags alone, in one line, or None."""
+  if args.window < 1:
+    return f"--window must be >= 1, got {args.window}"
+  if args.evalb_report and not args.reference_file:
+    return "--evalb_report needs --reference_file"
+  if args.continue_output and (args.output_file == "-" or args.n_best != 1
+                               or args.reference_file):
+    return ("--continue_output needs an --output_file of one output a line (no --n_best, no "
+            "--reference_file)")
+  return None
+
+
+def _translator(args, engine, first, done):
+  """The engine's translator of --model_dir, and the first window's prefixes and phrases
+  checked (line `done` + 1 first) before anything is written."""
+  if engine == "litert":
+    translator = _litert_translator(args)
+  else:
+    from t2t_lite.decode import translation
+    translator = translation.Translator.from_model_dir(
+        flags.model_dirs(args), args.checkpoint_path, max_input_length=args.max_input_length,
+        jit_compile=args.xla, precision=args.precision, with_alignments=args.with_alignments,
+        **flags.field_values(args, DecodeSettings))
+  sources, forced_lines = _split(first, args)
+  if "prefixes" in forced_lines:
+    translator.check_prefixes(sources, forced_lines["prefixes"], first_number=done + 1)
+  if "constraints" in forced_lines:
+    translator.check_constraints(sources, forced_lines["constraints"], first_number=done + 1)
+  return translator
+
+
+def _check_paths(args, engine):
+  """Refuses a bad output file (one that is an input, too), a model_dir without a run (or,
+  for the LiteRT engine, without an export either) or a missing input file before any is read:
+  these checks need no TensorFlow, which reading the input and the model load."""
   reads = (args.input_file, args.reference_file)
   text_lines.check_output_file(args.output_file, reads)
   text_lines.check_output_file(args.evalb_report, reads + (args.output_file,), "--evalb_report")
   for model_dir in args.model_dir:
+    if engine == "litert":
+      from t2t_lite.litert import exported
+      if exported.is_export(model_dir):
+        continue
     run_files.check_run_dir(model_dir)
   for path in filter(None, (args.input_file, args.reference_file)):
     text_lines.check_input_file(path)
+
+
+def _check_litert(args):
+  """What the LiteRT engine refuses of a request before anything is read: a precision its
+  exports do not hold, a checkpoint or an XLA search for an export directory, and for a run
+  what its export would refuse (export_checks.check_litert_request)."""
+  from t2t_lite.decode import export_checks
+  from t2t_lite.litert import exported
+  quantization = decoding_plan.litert_quantization(args.precision)
+  (model_dir,) = args.model_dir  # An ensemble was refused (check_request).
+  if exported.is_export(model_dir):
+    if args.checkpoint_path:
+      raise exported.LiteRTError(f"--checkpoint_path with the LiteRT export {model_dir}: it "
+                                   "holds the weights it was exported with")
+    return
+  export_checks.check_litert_request(
+      model_dir, quantization=quantization, max_input_length=args.max_input_length,
+      forcing=forced(args.target_prefix, args.constraints),
+      **flags.field_values(args, DecodeSettings))
+
+
+def _litert_translator(args):
+  """The LiteRT engine's translator: of the export directory --model_dir, or of the run's
+  export (made on first use, with TensorFlow: litert.runtime.export_for)."""
+  from t2t_lite.litert import runtime
+  settings = flags.field_values(args, DecodeSettings)
+  directory = runtime.export_for(
+      args.model_dir[0], decoding_plan.litert_quantization(args.precision),
+      checkpoint_path=args.checkpoint_path, max_input_length=args.max_input_length, **settings)
+  precision = args.precision if directory == args.model_dir[0] else "auto"
+  return runtime.LiteRTTranslator(directory, max_input_length=args.max_input_length,
+                                 precision=precision, **settings)
+
+
+class _Loaded:
+  """What the rest of decode reads of a loaded model whatever the engine: which model
+  (`which()`), the plan (`plan`, `computing()`) and, when scores are asked for, the problem
+  (the LiteRT engine's from its export's JSON, imported only then)."""
+
+  def __init__(self, translator):
+    self.translator = translator
+    self.loaded = getattr(translator, "loaded", None)
+    self.plan = self.loaded.plan if self.loaded else translator.plan
+
+  def which(self):
+    return (self.loaded or self.translator).which()
+
+  def computing(self):
+    return self.plan.describe()
+
+  @property
+  def problem(self):
+    if self.loaded:
+      return self.loaded.problem
+    import t2t_lite
+    return t2t_lite.get_problem(self.translator.export.problem)
 
 
 def _input(args, interactive, done):
@@ -213,10 +309,10 @@ def _split(lines, args):
   return text_lines.split_forcing(lines, args.target_prefix, args.constraints)
 
 
-def _log_start(translator, total, done, output_file):
+def _log_start(translator, loaded, total, done, output_file):
   """The first line: what is decoded, with which model, how, and the decoding plan (ending with
   the precision)."""
-  loaded, settings = translator.loaded, translator.settings
+  settings = translator.settings
   how = (f"sampling {settings.n_best} a line (temperature {settings.temperature:g}, top_k "
          f"{settings.top_k}, top_p {settings.top_p:g}, seed {settings.seed})" if settings.sample
          else f"beam {settings.beam_size}, alpha {settings.alpha:g}")
@@ -241,7 +337,7 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
         results = translator.decode_lines(sources, args.batch_size, progress=bar.update,
                                           first_number=number + 1, **forced)
         output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
-                                  first=number))
+                                  first=number, neg_inf=getattr(translator, "NEG_INF", None)))
         if interactive and args.verbose:
           logger.info("line %d: %.0f ms", number + 1, (time.perf_counter() - start) * 1e3)
         if texts is not None:

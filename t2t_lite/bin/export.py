@@ -17,6 +17,12 @@ new, empty or hold only earlier versions. See docs/serving.md.
   # writes a model directory ctranslate2.Translator loads (the same checkpoint's weights, the
   # SentencePiece model beside them), into a new or empty export_dir; needs the optional
   # ctranslate2 package (pip install -e '.[ctranslate2]'). See docs/serving.md.
+
+  t2t-lite-export --format=litert --quantization=int8 --model_dir=runs/ende \
+      --export_dir=exports/ende-litert
+  # writes model.tflite (the encoder and the whole beam search, builtin ops only), the
+  # tokenizer's file and t2t_lite_litert.json into a new or empty export_dir, for
+  # ai_edge_litert's Interpreter (t2t-lite-decode --engine=litert, a phone). See docs/serving.md.
 """
 import logging
 import sys
@@ -47,12 +53,15 @@ def parse_args(argv):
                       help="also export the translate_with_constraints signature: inputs and "
                            "target phrases in, outputs that contain them out (with "
                            "--target_prefix, also translate_with_prefix_and_constraints)")
-  parser.add_argument("--format", default="savedmodel", choices=["savedmodel", "ctranslate2"],
+  parser.add_argument("--format", default="savedmodel",
+                      choices=["savedmodel", "ctranslate2", "litert"],
                       help="savedmodel: TF Serving's versioned SavedModel; ctranslate2: a "
-                           "CTranslate2 model directory (docs/serving.md)")
-  parser.add_argument("--quantization", default=None,
-                      choices=list(export_checks.QUANTIZATIONS),
-                      help="--format=ctranslate2: the weights' type (default none: float32)")
+                           "CTranslate2 model directory; litert: a LiteRT (.tflite) model "
+                           "directory (docs/serving.md)")
+  parser.add_argument("--quantization", default=None, choices=list(dict.fromkeys(
+      export_checks.QUANTIZATIONS + export_checks.LITERT_QUANTIZATIONS)),
+                      help="the weights' type: --format=ctranslate2's (default none: float32) "
+                           "or --format=litert's (float32, the default, float16 or int8)")
   flags.add_verbose_flag(parser)
   return parser.parse_args(argv)
 
@@ -88,9 +97,19 @@ def _export(args):
         model_dir, args.export_dir, checkpoint_path=args.checkpoint_path,
         quantization=args.quantization or "none", max_input_length=args.max_input_length,
         with_alignments=args.with_alignments, precision=args.precision, **settings)
+  if args.format == "litert":
+    weights = args.quantization or "float32"
+    request = dict(precision=args.precision, with_alignments=args.with_alignments,
+                   max_input_length=args.max_input_length,
+                   forcing=forced(False, args.constraints), **settings)
+    export_checks.check_litert_export(model_dir, args.export_dir, quantization=weights,
+                                      **request)
+    from t2t_lite.decode import litert_export
+    return litert_export.export_model_dir(model_dir, args.export_dir, weights=weights,
+                                          checkpoint_path=args.checkpoint_path, **request)
   if args.quantization is not None:
-    raise export_checks.ExportError("--quantization is --format=ctranslate2's: a SavedModel "
-                                    "computes in --precision")
+    raise export_checks.ExportError("--quantization is --format=ctranslate2's and litert's: a "
+                                    "SavedModel computes in --precision")
   export_checks.check_saved_model_export(
       model_dir, args.export_dir, args.precision,
       forced(args.target_prefix, args.constraints), args.max_input_length, **settings)

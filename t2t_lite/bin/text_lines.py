@@ -112,6 +112,9 @@ def write_lines(path, lines):
   if path == "-":
     sys.stdout.write(text)
     sys.stdout.flush()
+  elif "://" not in path:  # A local file: no TensorFlow.
+    with files.writing(path), open(path, "w", encoding="utf-8") as f:
+      f.write(text)
   else:
     import tensorflow as tf
     with files.writing(path), tf.io.gfile.GFile(path, "w") as f:
@@ -147,17 +150,19 @@ class StreamedOutput:
         raise
 
   def _open(self):
+    if "://" not in self.path:  # A local file: Python's, no TensorFlow (the LiteRT engine).
+      if self.keep is not None and os.path.exists(self.path):
+        os.truncate(self.path, self.keep)  # Cut in place, whatever its size.
+      return open(self.path, "w" if self.keep is None else "a", encoding="utf-8")
     import tensorflow as tf
     if self.keep is None:
       return tf.io.gfile.GFile(self.path, "w")
     if tf.io.gfile.exists(self.path) and tf.io.gfile.stat(self.path).length != self.keep:
-      if "://" not in self.path:  # A local file: cut in place, whatever its size.
-        os.truncate(self.path, self.keep)
-      else:  # gs:// and the like have no truncate: rewritten without the partial line.
-        with tf.io.gfile.GFile(self.path, "rb") as f:
-          complete = f.read(self.keep)
-        with tf.io.gfile.GFile(self.path, "wb") as f:
-          f.write(complete)
+      # gs:// and the like have no truncate: rewritten without the partial line.
+      with tf.io.gfile.GFile(self.path, "rb") as f:
+        complete = f.read(self.keep)
+      with tf.io.gfile.GFile(self.path, "wb") as f:
+        f.write(complete)
     return tf.io.gfile.GFile(self.path, "a")
 
   def close(self):

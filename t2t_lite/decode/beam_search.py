@@ -61,7 +61,14 @@ def _gather_flat(x, indices, beam_size):
   """x [B * K, ...], indices [B, K] beam ids -> [B * K, ...] reordered within each sentence."""
   batch = tf.shape(indices)[0]
   flat = indices + tf.range(batch)[:, None] * beam_size  # [B, K]
-  return tf.ensure_shape(tf.gather(x, tf.reshape(flat, [-1])), x.shape)
+  return _with_static_shape(tf.gather(x, tf.reshape(flat, [-1])), x.shape)
+
+
+def _with_static_shape(x, shape):
+  """x with the static `shape` merged into its own (no op: TFLite has no EnsureShape, and a
+  converted search would need Flex for it)."""
+  x.set_shape(shape)
+  return x
 
 
 def top_k(x, k, chunk=128):
@@ -105,8 +112,8 @@ def log_sum_exp(logits):
 def _keep_static_shape(new, old):
   """Static shapes in, static shapes out: `new` gets back the static sizes of `old` that it lost
   (a dynamic batch_size loses them); a size that changed (a growing cache, eagerly) is new's."""
-  return tf.ensure_shape(new, [n if n is not None else o for n, o in
-                               zip(new.shape.as_list(), old.shape.as_list())])
+  return _with_static_shape(new, [n if n is not None else o for n, o in
+                                  zip(new.shape.as_list(), old.shape.as_list())])
 
 
 def _valid(scores):

@@ -1,8 +1,9 @@
 """What an export refuses before anything is loaded: a setting its format cannot carry, an
-export_dir it may not write into, a model_dir that holds no run. For the SavedModel (export.py)
-and the CTranslate2 model directory (ctranslate2_export.py) alike: each export runs its check
-first, and t2t-lite-export runs the same one before it loads TensorFlow, which nothing here
-needs for a local path, so that the tool refuses in a moment and as the Python API does.
+export_dir it may not write into, a model_dir that holds no run. For the SavedModel (export.py),
+the CTranslate2 model directory (ctranslate2_export.py) and the LiteRT one (litert_export.py)
+alike: each export runs its check first, and t2t-lite-export runs the same one before it loads
+TensorFlow, which nothing here needs for a local path, so that the tool refuses in a moment and
+as the Python API does.
 """
 import os
 import re
@@ -13,6 +14,9 @@ from t2t_lite.errors import T2TLiteError
 from t2t_lite.rundir import run_files
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_bfloat16", "float16", "bfloat16")
+# LiteRT's weights: float32, float16 (dequantized to float32 when the model loads), or int8
+# dynamic range (int8 weights, float32 activations).
+LITERT_QUANTIZATIONS = ("float32", "float16", "int8")
 VERSION = re.compile(r"^\d+$")  # A version of a SavedModel export base (TF Serving's layout).
 TEMP = re.compile(r"^\.tmp-\d+$")  # A version being written (export.save).
 
@@ -99,4 +103,37 @@ def check_ctranslate2_export(model_dir, export_dir, *, quantization="none", prec
     if bad:
       raise CTranslate2ExportError(f"--format=ctranslate2 with {message}")
   check_request(max_input_length=max_input_length, **settings)
+  run_files.check_run_dir(_members(model_dir)[0])
+
+
+def check_litert_export(model_dir, export_dir, **request):
+  """Refuses a LiteRT export into an export_dir that is not a new or empty local directory,
+  or of a request check_litert_request refuses."""
+  check_litert_request(model_dir, **request)
+  if "://" in export_dir:
+    raise ExportError(f"export_dir {export_dir}: a LiteRT model is written to a local directory")
+  files.check_not_a_file(export_dir, "export_dir", ExportError)
+  names = sorted(os.listdir(export_dir)) if os.path.isdir(export_dir) else []
+  if names:
+    raise ExportError(f"export_dir {export_dir} is not empty ({len(names)} entries, e.g. "
+                      f"{names[0]}): a LiteRT model is written into a new or empty directory")
+
+
+def check_litert_request(model_dir, *, quantization="float32", precision="none",
+                         with_alignments=False, max_input_length=None, forcing=(), **settings):
+  """Refuses a LiteRT model of an unknown quantization or in a compute precision (its weights
+  are converted from float32: the .tflite's types are `quantization`'s), of a request the
+  LiteRT engine cannot decode (check_request with engine="litert": sampling, an ensemble, ...;
+  `forcing`: target prefixes, which its model always takes, or constraints), or of a model_dir
+  that holds no run."""
+  if quantization not in LITERT_QUANTIZATIONS:
+    raise ExportError(f"--format=litert: quantization {quantization!r} is not one of "
+                      f"{', '.join(LITERT_QUANTIZATIONS)}")
+  if precision not in ("auto", "none"):
+    raise ExportError(f"--format=litert with --precision={precision}: its weights are converted "
+                      "from float32; give --quantization (float32, float16 or int8)")
+  # Target prefixes, which the model always takes, compose with whatever LiteRT carries.
+  check_request(list(forcing), max_input_length=max_input_length,
+                with_alignments=with_alignments, engine="litert",
+                ensemble=len(_members(model_dir)) > 1, **settings)
   run_files.check_run_dir(_members(model_dir)[0])

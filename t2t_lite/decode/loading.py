@@ -94,7 +94,7 @@ def _load_one(saved, checkpoint_path, decided):
 def _restore(model, model_dir, checkpoint_path):
   """Restores the checkpoint `checkpoint_path` names (see the module doc) into `model` -> (its
   prefix, why it was chosen)."""
-  best = _best_model(model_dir) if checkpoint_path in (None, BEST) else None
+  best = best_model(model_dir) if checkpoint_path in (None, BEST) else None
   if best:
     prefix, record = best
     why = f"the run's best {record['metric']}, {round(record['value'], 4)} at step " + str(
@@ -119,7 +119,7 @@ def _restore(model, model_dir, checkpoint_path):
           "given by --checkpoint_path")
 
 
-def _best_model(model_dir):
+def best_model(model_dir):
   """(checkpoint prefix, best.json's record) of the best model a run kept, or None."""
   best_dir = run_files.path(model_dir, run_files.BEST_DIR)
   try:

@@ -1,6 +1,7 @@
 """The decoding plan: how a loaded model decodes, decided once, at load time, and nowhere else.
 
-A `DecodingPlan` settles the engine, the compute precision, whether the weight matmuls are XLA
+A `DecodingPlan` settles the engine (`engine`: TensorFlow's, or LiteRT's for an exported
+.tflite model, `litert`), the compute precision, whether the weight matmuls are XLA
 programs of their own, how many searches a batch is split into (search.beams' `concurrent`)
 and XLA, each with why. `decide` makes it from, in this order:
   1. the user's flags: a precision given (not auto), --xla;
@@ -16,10 +17,16 @@ plain values.
 """
 import dataclasses
 import logging
+import os
+from typing import Optional
 
+from t2t_lite.decode.decode_settings import DecodingError
 from t2t_lite.modeling import mixed_precision
 
 ENGINE = "tensorflow"
+ENGINES = ("auto", "tensorflow", "litert")  # t2t-lite-decode --engine's choices
+# --precision -> the LiteRT export's weights (t2t-lite-export --format=litert --quantization).
+LITERT_QUANTIZATION = {"auto": "float32", "none": "float32", "fp16": "float16", "int8": "int8"}
 logger = logging.getLogger(__name__)
 
 
@@ -48,6 +55,10 @@ MEASURED = {
     # oneDNN's float32 and int8 matmuls keep them busy (one).
     "searches_by_precision": Measured({"none": 1, "int8": 1, "bf16": 2, "fp16": 2},
                                       "bench/decode_speed.py, bench/ctranslate2_decode.py"),
+    # --engine=auto: TensorFlow's until a whole decode (not one step: issue 82 measured one
+    # step 1.1x faster than XLA's on a Zen 2) is measured faster in LiteRT; the bench's LiteRT
+    # rows (float32, float16, int8; 1 and 2 threads) against its TensorFlow rows decide it.
+    "auto_engine": Measured("tensorflow", "bench/ctranslate2_decode.py"),
 }
 _SPLIT_WHY = "each batch searched as two halves at once (no oneDNN)"
 
@@ -63,6 +74,7 @@ class DecodingPlan:
   searches_why: str = ""
   xla: bool = False
   engine: str = ENGINE
+  threads: Optional[int] = None  # LiteRT's interpreter threads (None: TensorFlow's engine)
 
   def computing(self):
     """"precision <name> (<why>)": the precision and, where this machine made them, the
@@ -74,14 +86,18 @@ class DecodingPlan:
 
   def describe(self):
     """The plan in one line, ending with `computing()`: what the tools' first line says."""
+    if self.engine == "litert":
+      return (f"plan: engine litert, {self.threads} thread{'s' if self.threads > 1 else ''} "
+              f"(XNNPACK); quantization {self.precision} ({self.precision_why})")
     searches = f"{self.searches} search{'es' if self.searches > 1 else ''} a batch"
     matmuls = "compiled" if self.compiled_matmuls else "not compiled"
     return (f"plan: engine {self.engine}, XLA {'on' if self.xla else 'off'}, {searches}, "
             f"weight matmuls {matmuls}; {self.computing()}")
 
   def record(self):
-    """The plan as JSON values: what run outputs and the export record."""
-    return dataclasses.asdict(self)
+    """The plan as JSON values: what run outputs and the export record (without the fields of
+    another engine's)."""
+    return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 def decide(precision, xla, d_model=None, machine=None, inference=True):
@@ -161,3 +177,31 @@ def elsewhere(precision, xla, d_model=None):
     precision, why = MEASURED["auto_precision"].value(capabilities(), xla)
     return dataclasses.replace(decide(precision, xla, d_model), precision_why=f"auto: {why}")
   return decide(precision, xla, d_model)
+
+
+def engine(asked):
+  """--engine's value (ENGINES) -> the engine that decodes, and why: auto is MEASURED's."""
+  if asked not in ENGINES:
+    raise DecodingError(f"unknown engine {asked!r}: one of {', '.join(ENGINES)}")
+  if asked == "auto":
+    return MEASURED["auto_engine"].value, f"auto: {MEASURED['auto_engine'].bench} decides"
+  return asked, "asked for"
+
+
+def litert_quantization(precision):
+  """--precision -> the LiteRT export's quantization (float32, float16, int8); bf16 refused
+  in one line: LiteRT's builtin kernels hold no bfloat16 weights."""
+  if precision not in LITERT_QUANTIZATION:
+    raise DecodingError(f"--precision={precision} with the LiteRT engine: its exports hold "
+                        "float32, float16 or int8 weights; use --precision none, fp16 or int8 "
+                        "(or --engine=tensorflow)")
+  return LITERT_QUANTIZATION[precision]
+
+
+def litert(weights, threads=None, precision="auto"):
+  """The plan of a LiteRT interpreter: an exported model's `quantization` (the export's JSON),
+  run by `threads` threads (None: the cores this process may use)."""
+  if threads is None:
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  why = ("the export's" if precision == "auto" else f"--precision {precision}")
+  return DecodingPlan(weights, why, engine="litert", threads=int(threads or 1))

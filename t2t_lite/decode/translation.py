@@ -93,8 +93,8 @@ class Translator(line_batches.LineDecoding, tf.Module):
     self._continues_word = None  # _not_after_prefix's, found the first time it is asked for.
     # autograph=False: the searches are tf.while_loops as written, and converting the model's
     # and the tokenizer's Python to graph code would cost seconds at every start for nothing.
-    self._search = (tf.function(self._search_ids, jit_compile=True, autograph=False)
-                    if jit_compile else self._search_ids)
+    self._search = (tf.function(self.search_ids, jit_compile=True, autograph=False)
+                    if jit_compile else self.search_ids)
     self.decode_text = tf.function(self._decode_text, autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="inputs")])
     self.decode_with_prefix = tf.function(self._decode_text, autograph=False, input_signature=[
@@ -333,7 +333,10 @@ class Translator(line_batches.LineDecoding, tf.Module):
       ids, phrase = tf.pad(ids, pad), tf.pad(phrase, pad, constant_values=-1)
     return lexical.Constraints(ids, tf.where(empty[:, None], -1, phrase))
 
-  def _search_ids(self, inputs, max_lengths, prefix=None, phrases=None):
+  def search_ids(self, inputs, max_lengths, prefix=None, phrases=None):
+    """The search (or the sampler) every decode function runs, and what the LiteRT export
+    converts: inputs int32 [B, S] with EOS, max_lengths int32 [B], target prefixes [B, P],
+    lexical.Constraints [B, C] -> (ids int32 [B, N, L], scores [B, N])."""
     s = self.settings
     # Under XLA, fixed-size key/value buffers: the only form it compiles (search.beams).
     if s.sample:

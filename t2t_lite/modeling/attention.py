@@ -16,7 +16,9 @@ NEG_INF = -1e9
 
 def padding_bias(ids):
   """int [B, S] token ids -> float32 [B, 1, 1, S] bias hiding padding (id 0) keys."""
-  return tf.cast(tf.equal(ids, 0), tf.float32)[:, None, None, :] * NEG_INF
+  # expand_dims, not [:, None, None, :]: TFLite has no StridedSlice with new axes in the middle
+  # of a dynamic shape (a converted search would need Flex).
+  return tf.expand_dims(tf.expand_dims(tf.cast(tf.equal(ids, 0), tf.float32), 1), 1) * NEG_INF
 
 
 def segment_bias(query_segments, key_segments):
@@ -51,7 +53,7 @@ def _read_rows(buffer, rows):
   """buffer [B, H, L, K], rows int [B, L] -> [B, H, L, K] whose slot t of row b is the
   buffer's slot t of row rows[b, t]."""
   shape = [tf.shape(rows)[0], buffer.shape[1], tf.shape(rows)[1]]  # [B, H, L]
-  where = tf.stack([tf.broadcast_to(rows[:, None, :], shape),
+  where = tf.stack([tf.broadcast_to(tf.expand_dims(rows, 1), shape),  # TFLite: no [:, None]
                     tf.broadcast_to(tf.range(shape[1])[None, :, None], shape),
                     tf.broadcast_to(tf.range(shape[2])[None, None, :], shape)], axis=-1)
   return tf.gather_nd(buffer, where)  # where: [B, H, L, 3]

@@ -23,6 +23,8 @@ Layout (everything through tf.io.gfile: local, gs://, ram://):
   averaged.json      in an averaged run directory: {"model_dir", "averaged" (the checkpoints),
                      "output"}; a later average of the same model_dir may replace it
                      (check_average_dir).
+  litert/<quantization>/   the LiteRT export t2t-lite-decode --engine=litert decodes with,
+                     made on first use (t2t_lite/decode/litert_export.py's `cached`).
   shortlist.npz      the vocabulary shortlist decoding builds from the training data the first
                      time it is asked for one (t2t_lite/decode/shortlist.py).
 
@@ -49,6 +51,7 @@ MANIFEST_FILE = data_files.MANIFEST_FILE
 LEASE_FILE = "lease.json"
 AVERAGED_FILE = "averaged.json"
 SHORTLIST_FILE = "shortlist.npz"
+LITERT_DIR = "litert"
 BEST_DIR, BEST_FILE = "best", "best.json"
 CHECKPOINT_PREFIX = "ckpt"  # tf.train.CheckpointManager's names: ckpt-<step>.
 SAVE_IN_PROGRESS = "*_temp"  # What tf.train.Checkpoint writes a save into before renaming it.
@@ -71,6 +74,11 @@ class RunDirError(T2TLiteError, ValueError):
 
 def path(model_dir, name):
   return os.path.join(model_dir, name)
+
+
+def litert_cache_dir(model_dir, weights):
+  """Where t2t-lite-decode --engine=litert keeps model_dir's LiteRT export of `quantization`."""
+  return path(model_dir, os.path.join(LITERT_DIR, weights))
 
 
 def worker_temp_dir(model_dir, task_type, task_id):

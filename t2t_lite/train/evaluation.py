@@ -100,11 +100,11 @@ class Evaluator:
         metrics.update(self.metric_fn(state.model))
     return metrics
 
-  def evaluate_at(self, step, state, progress):
+  def evaluate_at(self, step, state, training_log):
     """Evaluates, logs and keeps the weights evaluated in best/ when the selection metric
     improved (best/best.json says so)."""
     metrics = self.evaluate(state)
-    progress.evaluated(step, metrics)
+    training_log.evaluated(step, metrics)
     if self.selection:
       self.selection.evaluated(step, metrics, state.save_weights)
     return metrics
