@@ -25,6 +25,11 @@ then round 2 of each, ...); each reports its median round, with the slowest and 
                t2t-lite-decode splits it into here ("searches": the plan's);
   ctranslate2  compute types float32, int8, and int8_float32 / bfloat16 / int8_bfloat16 where
                this build supports them on this CPU; intra_threads = os.cpu_count().
+  litert       the same search converted as t2t-lite-export --format=litert converts it
+               (t2t_lite/decode/litert_export.py), weights float32, float16 and int8 dynamic
+               range, in ai_edge_litert's interpreter (XNNPACK) on os.cpu_count() threads; when
+               ai_edge_litert is installed (pip install -e '.[litert]'). Each conversion of the
+               base model takes half a minute. No shortlist rows: the LiteRT model has none.
 
 With --shortlist_data_dir (a prepared multi30k_ende data_dir), the vocabulary shortlist rows
 too: the table built from its training pairs (t2t_lite/decode/shortlist.py, as t2t-lite-decode
@@ -74,11 +79,17 @@ import tensorflow as tf  # noqa: E402
 import t2t_lite  # noqa: E402
 from t2t_lite.modeling import mixed_precision, quantization  # noqa: E402
 from t2t_lite.data import data_files, pipeline  # noqa: E402
-from t2t_lite.decode import ctranslate2_export, plan, shortlist  # noqa: E402
+from t2t_lite.decode import ctranslate2_export, litert_export, plan, shortlist  # noqa: E402
+from t2t_lite.decode import translation  # noqa: E402
 from t2t_lite.decode.search import beams, trim_at_eos  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from decode_speed import EosMasked, cpu_flags, decoder, searches  # noqa: E402
+
+try:  # The LiteRT rows need the optional ai_edge_litert (pip install -e '.[litert]').
+  from ai_edge_litert.interpreter import Interpreter
+except ImportError:
+  Interpreter = None
 
 VOCAB_SIZE, BATCH, SOURCE_LENGTH, EXTRA_LENGTH, BEAM_SIZE, ALPHA = 32000, 32, 32, 50, 4, 0.6
 OUTPUT_LENGTH = SOURCE_LENGTH + EXTRA_LENGTH  # 82
@@ -143,6 +154,40 @@ def ours_shortlist_config(model, inputs, table):
       "compiled_matmuls": isinstance(model.embedding.compiled, quantization.FloatKernel),
       "searches": searches(model, False), "shortlist": True,
       "first_call_seconds": round(first, 1)}
+
+
+def litert_config(model, inputs, weights, threads):
+  """Our beam search as t2t-lite-export --format=litert converts it (litert_export's
+  search_function and convert, the Translator's search with EOS masked, one search a batch)
+  with `weights`, in ai_edge_litert's interpreter (XNNPACK) on `threads` threads, run once ->
+  (run(), result dict)."""
+  translator = translation.Translator(model, None, beam_size=BEAM_SIZE, alpha=ALPHA,
+                                      extra_length=EXTRA_LENGTH, constraint=EosMasked(),
+                                      searches=1)
+  start = time.perf_counter()
+  content = litert_export.convert(litert_export.search_function(translator), weights)
+  converted = time.perf_counter() - start
+  interpreter = Interpreter(model_content=content, num_threads=threads)
+  feeds = {"inputs": inputs, "max_lengths": np.full([BATCH], OUTPUT_LENGTH, np.int32),
+           "prefix": np.zeros([BATCH, 0], np.int32)}  # the rule: 31 tokens + 1 + 50
+  inputs_by_name = {d["name"]: d["index"] for d in interpreter.get_input_details()}
+  for name, value in feeds.items():
+    interpreter.resize_tensor_input(inputs_by_name[name], list(value.shape))
+  interpreter.allocate_tensors()
+  ids_index = next(d["index"] for d in interpreter.get_output_details() if d["dtype"] == np.int32)
+
+  def run():
+    for name, value in feeds.items():
+      interpreter.set_tensor(inputs_by_name[name], value)
+    interpreter.invoke()
+    return interpreter.get_tensor(ids_index)  # [B, 1, L]
+  start = time.perf_counter()
+  ids = run()
+  first = time.perf_counter() - start
+  assert ids.shape == (BATCH, 1, OUTPUT_LENGTH) and ids.min() > 1, ids.shape
+  return run, {"engine": "litert", "weights": weights, "threads": threads,
+               "model_mb": round(len(content) / 1e6, 1), "convert_seconds": round(converted, 1),
+               "first_call_seconds": round(first, 1)}
 
 
 def ctranslate2_config(model_dir, inputs, compute_type, use_vmap=False):
@@ -232,6 +277,9 @@ def main():
     configs.append(ours_config(models["none+compiled"], inputs, False))
     configs += [ctranslate2_config(model_dir, inputs, compute_type)
                 for compute_type in CT2_COMPUTE_TYPES if compute_type in supported]
+    if Interpreter is not None:  # The shortlist is not in the LiteRT model: no rows with it.
+      configs += [litert_config(models["none"], inputs, weights, os.cpu_count())
+                  for weights in ("float32", "float16", "int8")]
     if table is not None:
       configs += [ours_shortlist_config(models[precision], inputs, table)
                   for precision in ("none", "none+compiled", "bf16", "int8")]
@@ -264,6 +312,15 @@ def main():
       "ours_float32_over_ctranslate2_float32": round(
           speed(engine="t2t_lite", precision="none")
           / speed(engine="ctranslate2", compute_type="float32"), 3),
+      "litert_fastest_over_ours_fastest_float32": round(
+          speed(engine="litert") / speed(engine="t2t_lite", precision="none"), 3)
+      if Interpreter is not None else None,
+      "litert_int8_over_ctranslate2_fastest": round(
+          speed(engine="litert", weights="int8") / speed(engine="ctranslate2"), 3)
+      if Interpreter is not None else None,
+      # What --engine=auto picks here (the decoding plan's measured table) beside the fastest.
+      "plan_engine": plan.engine("auto")[0],
+      "fastest": max(results, key=lambda r: r["sentences_per_second"])["engine"],
       "compiled_matmuls_here": plan.decide("none", False, hparams.d_model,
                                            plan.capabilities()).compiled_matmuls,
       "cpu_count": os.cpu_count(), "cpu_flags": cpu_flags(),

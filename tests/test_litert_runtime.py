@@ -64,9 +64,12 @@ def test_decode_gives_the_tensorflow_engines_lines_and_warnings(reversing_model,
              "truncated")
   assert [line for line in err if "truncated" in line] == [warning]
   assert [line for line in tf_err if "truncated" in line] == [warning]
-  # Most lines reversed: the model, not an empty output, answers.
+  # The model, not an empty output, answers: every line with words gets words, and many of the
+  # 30 random ones are reversed exactly (greedy, by a reverser of 1,000 steps: 19 to 26 of them
+  # over the models the suite's code changes have trained; a third is far from that edge).
+  assert all(out for out, line in zip(litert, LINES) if line.strip())
   reversed_ = sum(out == " ".join(line.split()[::-1]) for out, line in zip(litert, LINES))
-  assert reversed_ >= 20
+  assert reversed_ >= 10
 
 
 def _n_best(lines):

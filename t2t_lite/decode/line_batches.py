@@ -1,14 +1,15 @@
-"""Translator's side in Python: lines decoded in batches of similar length, their outputs put
+"""A translator's side in Python: lines decoded in batches of similar length, their outputs put
 back in input order as numpy arrays, target prefixes and constraints checked line by line
 before anything is decoded, and a warning naming each line cut to max_input_length. What
-t2t-lite-decode, t2t-lite-score, `t2t_lite.translate()` and the dev metric call; the graph side
-is translation.py's.
+t2t-lite-decode, t2t-lite-score, `t2t_lite.translate()` and the dev metric call, for both
+engines: the TensorFlow Translator (translation.py, whose graph side is there) and the LiteRT
+runtime (t2t_lite/litert/runtime.py). Imports no TensorFlow: each engine answers a batch
+(`decode_batch`) its own way.
 """
 import logging
 import numbers
 
 import numpy as np
-import tensorflow as tf
 
 from t2t_lite.decode.decode_settings import DecodingError
 
@@ -16,9 +17,11 @@ logger = logging.getLogger(__name__)
 
 
 class LineDecoding:
-  """Translator's methods over Python lists of lines (a mixin: `self` is the Translator, with
-  its decode_text, decode_with_prefix, decode_with_constraints, constraint_problems and
-  score_text functions, settings and max_input_length)."""
+  """A translator's methods over Python lists of lines (a mixin: `self` is the translator, with
+  its settings, max_input_length and jit_compile, check_forcing, constraint_problems_of(lines,
+  constraints) (for check_prefixes and check_constraints), score_batch (for score), and
+  `decode_batch(lines, prefixes, constraints)` -> {"outputs": str [B, N], "scores", ...} as
+  numpy arrays for one batch; prefixes and constraints None where not asked for)."""
 
   def decode_lines(self, lines, batch_size=32, progress=None, first_number=1, prefixes=None,
                    constraints=None):
@@ -40,23 +43,16 @@ class LineDecoding:
       self.check_prefixes(lines, prefixes, first_number)
     if constraints is not None:
       self.check_constraints(lines, constraints, first_number)
-    decode = {(False, False): self.decode_text, (True, False): self.decode_with_prefix,
-              (False, True): self.decode_with_constraints,
-              (True, True): self.decode_with_prefix_and_constraints}[
-                  (prefixes is not None, constraints is not None)]
     order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
     results = {}
     for start in range(0, len(order), batch_size):
       chunk = order[start:start + batch_size]
-      batch = [[lines[i] for i in chunk]] + [[values[i] for i in chunk] for values in
-                                              extra.values() if values is not None]
+      batch = [[lines[i] for i in chunk]] + [
+          None if values is None else [values[i] for i in chunk] for values in extra.values()]
       if self.jit_compile:  # One batch shape for XLA: padded with blank lines.
-        batch = [part + [part[0][:0]] * (batch_size - len(part)) for part in batch]
-      result = decode(*[tf.constant(_rows(part), tf.string) for part in batch])
-      for key, value in result.items():
-        value = value.numpy()[:len(chunk)]
-        if value.dtype == object:
-          value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
+        batch = [part and part + [part[0][:0]] * (batch_size - len(part)) for part in batch]
+      for key, value in self.decode_batch(*batch).items():
+        value = value[:len(chunk)]
         if key not in results:
           results[key] = np.empty((len(lines),) + value.shape[1:], value.dtype)
         results[key][chunk] = value
@@ -69,14 +65,27 @@ class LineDecoding:
                  "truncated": np.empty([0], bool)}
     return results
 
+  def check_prefixes(self, lines, prefixes, first_number=1, batch_size=256):
+    """Refuses in one line, naming it, the first line whose target prefix has a word that is
+    not in the model's vocabulary: forced, it would be UNK (<unk> in the output, not the
+    word). Decided as for a constraint (constraint_problems' "unknown", a prefix being one
+    phrase), and refused alike (check_constraints). lines[0] is line `first_number`."""
+    self.check_forcing()
+    for start in range(0, len(lines), batch_size):
+      part = prefixes[start:start + batch_size]
+      unknown = np.flatnonzero(self.constraint_problems_of(
+          lines[start:start + batch_size], [[prefix] for prefix in part])["unknown"])
+      if unknown.size:
+        i = unknown[0]
+        raise DecodingError(f"line {start + i + first_number}: a target prefix ({part[i]}) has "
+                            "a word that is not in the model's vocabulary")
+
   def check_constraints(self, lines, constraints, first_number=1, batch_size=256):
     """Refuses in one line, naming it, the first line whose constraints cannot be met."""
     self.check_forcing("lexical constraints")
     for start in range(0, len(lines), batch_size):
       part = constraints[start:start + batch_size]
-      found = {key: value.numpy() for key, value in self.constraint_problems(
-          tf.constant(lines[start:start + batch_size], tf.string),
-          tf.constant(_rows(part), tf.string)).items()}
+      found = self.constraint_problems_of(lines[start:start + batch_size], rows(part))
       for i in np.flatnonzero(found["unknown"] | found["too_long"]):
         where = f"line {start + i + first_number}"
         if found["unknown"][i]:
@@ -107,10 +116,10 @@ class LineDecoding:
     check_batch_size(batch_size)
     results = {key: [] for key in ("logprob", "tokens", "score", "truncated")}
     for start in range(0, len(sources), batch_size):
-      out = self.score_text(tf.constant(sources[start:start + batch_size], tf.string),
-                            tf.constant(targets[start:start + batch_size], tf.string))
+      out = self.score_batch(sources[start:start + batch_size],
+                             targets[start:start + batch_size])
       for key, value in out.items():
-        results[key].extend(value.numpy().tolist())
+        results[key].extend(value.tolist())
     self._warn_truncated(results["truncated"], "pair %d: source longer")
     return results
 
@@ -122,6 +131,17 @@ class LineDecoding:
                      self.max_input_length)
 
 
+def as_numpy(result):
+  """{name: tensor} -> {name: numpy array}, strings decoded from UTF-8."""
+  arrays = {}
+  for key, value in result.items():
+    value = value.numpy()
+    if value.dtype == object:
+      value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
+    arrays[key] = value
+  return arrays
+
+
 def check_batch_size(batch_size):
   """Refuses a batch size below 1: 0 would stop range() with a traceback, a negative one decode
   or score nothing and pass for done. The tools refuse it at parsing (flags.positive_int); the
@@ -130,7 +150,7 @@ def check_batch_size(batch_size):
     raise DecodingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
 
 
-def _rows(part):
+def rows(part):
   """A batch's strings, or its lists of constraints padded with "" to the longest."""
   if not part or isinstance(part[0], str):
     return part

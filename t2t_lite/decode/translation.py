@@ -22,7 +22,6 @@ Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L ou
 import dataclasses
 from typing import Optional
 
-import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
@@ -95,29 +94,22 @@ class Translator(line_batches.LineDecoding, tf.Module):
     # and the tokenizer's Python to graph code would cost seconds at every start for nothing.
     self._search = (tf.function(self.search_ids, jit_compile=True, autograph=False)
                     if jit_compile else self.search_ids)
-    self.decode_text = tf.function(self._decode_text, autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="inputs")])
-    self.decode_with_prefix = tf.function(self._decode_text, autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="inputs"),
-        tf.TensorSpec([None], tf.string, name="prefixes")])
-    self.decode_with_constraints = tf.function(
+    # The graph functions, each traced on its first call (or by the export): the decode
+    # functions of text (with prefixes, constraints, both), of ids, and forced scoring.
+    graph = lambda f, *specs: tf.function(f, autograph=False, input_signature=list(specs))
+    strings = lambda name: tf.TensorSpec([None], tf.string, name=name)  # [B]
+    phrases = tf.TensorSpec([None, None], tf.string, name="constraints")  # [B, P]
+    self.decode_text = graph(self._decode_text, strings("inputs"))
+    self.decode_with_prefix = graph(self._decode_text, strings("inputs"), strings("prefixes"))
+    self.decode_with_constraints = graph(
         lambda inputs, constraints: self._decode_text(inputs, constraints=constraints),
-        autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="inputs"),
-                                          tf.TensorSpec([None, None], tf.string,
-                                                        name="constraints")])
-    # Both: a prefix and phrases (they compose: composition.py), Translator.translate's.
-    self.decode_with_prefix_and_constraints = tf.function(
-        self._decode_text, autograph=False, input_signature=[
-            *self.decode_with_prefix.input_signature,
-            self.decode_with_constraints.input_signature[1]])
-    self.constraint_problems = tf.function(self._constraint_problems, autograph=False,
-                                           input_signature=self.decode_with_constraints
-                                           .input_signature)
-    self.decode_ids = tf.function(self._decode_ids, autograph=False, input_signature=[
-        tf.TensorSpec([None, None], tf.int32, name="inputs")])
-    self.score_text = tf.function(self._score_text, autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="sources"),
-        tf.TensorSpec([None], tf.string, name="targets")])
+        strings("inputs"), phrases)
+    self.decode_with_prefix_and_constraints = graph(  # They compose: composition.py.
+        self._decode_text, strings("inputs"), strings("prefixes"), phrases)
+    self.constraint_problems = graph(self._constraint_problems, strings("inputs"), phrases)
+    self.decode_ids = graph(self._decode_ids, tf.TensorSpec([None, None], tf.int32,
+                                                            name="inputs"))  # [B, S]
+    self.score_text = graph(self._score_text, strings("sources"), strings("targets"))
 
   @classmethod
   def from_model_dir(cls, model_dir, checkpoint_path=None, *, precision="auto",
@@ -188,21 +180,27 @@ class Translator(line_batches.LineDecoding, tf.Module):
     check_request([what], output_constraint=self.constraint is not None,
                   span_parser=isinstance(self.model, SpanParser), **self.settings.as_kwargs())
 
-  def check_prefixes(self, lines, prefixes, first_number=1, batch_size=256):
-    """Refuses in one line, naming it, the first line whose target prefix has a word that is
-    not in the model's vocabulary: forced, it would be UNK (<unk> in the output, not the
-    word). Decided as for a constraint (constraint_problems' "unknown", a prefix being one
-    phrase), and refused alike (check_constraints). lines[0] is line `first_number`."""
-    self.check_forcing()
-    for start in range(0, len(lines), batch_size):
-      part = prefixes[start:start + batch_size]
-      unknown = np.flatnonzero(self.constraint_problems(
-          tf.constant(lines[start:start + batch_size], tf.string),
-          tf.constant([[prefix] for prefix in part], tf.string))["unknown"])
-      if unknown.size:
-        i = unknown[0]
-        raise DecodingError(f"line {start + i + first_number}: a target prefix ({part[i]}) has "
-                            "a word that is not in the model's vocabulary")
+  # ------------------------------------------------------------------ a batch of Python lines
+  def decode_batch(self, lines, prefixes=None, constraints=None):
+    """line_batches' hook: str lists [B] (prefixes [B], constraints [B][P]) -> the decode
+    function's result as numpy arrays, strings decoded."""
+    decode = {(False, False): self.decode_text, (True, False): self.decode_with_prefix,
+              (False, True): self.decode_with_constraints,
+              (True, True): self.decode_with_prefix_and_constraints}[
+                  (prefixes is not None, constraints is not None)]
+    parts = [part for part in (lines, prefixes, constraints) if part is not None]
+    return line_batches.as_numpy(decode(*[tf.constant(line_batches.rows(part), tf.string)
+                              for part in parts]))
+
+  def constraint_problems_of(self, lines, constraints):
+    """line_batches' hook: constraint_problems of str lists [B] and [B][P] as numpy arrays."""
+    return line_batches.as_numpy(self.constraint_problems(tf.constant(lines, tf.string),
+                                              tf.constant(constraints, tf.string)))
+
+  def score_batch(self, sources, targets):
+    """line_batches' hook: score_text of str lists [B] as numpy arrays."""
+    return line_batches.as_numpy(self.score_text(tf.constant(sources, tf.string),
+                                     tf.constant(targets, tf.string)))
 
   beam_size = property(lambda self: self.settings.beam_size)
   alpha = property(lambda self: self.settings.alpha)

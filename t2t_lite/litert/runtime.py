@@ -6,7 +6,7 @@ score 0, never flagged), sources cut to max_input_length - 1 tokens + EOS (flagg
 prefixes cut alike, max_lengths = 1 for an empty line, else max(source, prefix tokens) + 1 +
 extra_length, outputs trimmed at EOS, detokenized and their invalid UTF-8 replaced. Lines go
 in batches of similar length, longest first, and come back in input order (line_batches'
-decode_lines). The model holds one Transformer's beam search with the export's beam size,
+decode_lines, the TensorFlow engine's own). The model holds one Transformer's beam search with the export's beam size,
 alpha and extra_length; n_best (up to the beam) is chosen here.
 
 Shapes: B sentences, S source tokens (EOS included), P prefix tokens, K = beam_size outputs a
@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from t2t_lite.decode import composition
+from t2t_lite.decode import composition, line_batches
 from t2t_lite.decode.decode_settings import (TARGET_PREFIXES, DecodeSettings, DecodingError,
                                              check_request, forced)
 from t2t_lite.litert import exported as exports
@@ -53,7 +53,7 @@ def model_vocab_size(interpreter):
   return min(sizes) if len(sizes) == 1 else (max(sizes) if sizes else None)
 
 
-class LiteRTTranslator:
+class LiteRTTranslator(line_batches.LineDecoding):
   """Text in, text out, through an export's .tflite model (module docstring).
 
   NEG_INF: the score of an output slot the search could not fill (lexical.NEG_INF, the search's
@@ -70,6 +70,7 @@ class LiteRTTranslator:
   """
 
   NEG_INF = -1.0e7
+  jit_compile = False  # line_batches: batches of any shape
 
   def __init__(self, export_dir, num_threads=None, *, max_input_length=None, precision="auto",
                **settings):
@@ -184,47 +185,9 @@ class LiteRTTranslator:
   def check_constraints(self, lines, constraints, first_number=1):
     self.check_forcing(composition.CONSTRAINTS)
 
-  def decode_lines(self, lines, batch_size=32, progress=None, first_number=1, prefixes=None,
-                   constraints=None):
-    """decode_text over `lines` in batches of `batch_size`, longest first -> a dict of numpy
-    arrays in input order, as line_batches.LineDecoding.decode_lines: "outputs" (str [B, N]),
-    "scores" [B, N], "truncated" [B]; each line cut to max_input_length warned of by number
-    (lines[0] is line `first_number`); `progress(n)` after each batch."""
-    _check_batch_size(batch_size)
-    if constraints is not None:
-      self.check_constraints(lines, constraints, first_number)
-    if prefixes is not None:
-      if len(prefixes) != len(lines):
-        raise DecodingError(f"{len(prefixes)} lines of prefixes for {len(lines)} lines")
-      self.check_prefixes(lines, prefixes, first_number)
-    n = self.settings.n_best
-    results = {"outputs": np.empty([len(lines), n], object),
-               "scores": np.zeros([len(lines), n], np.float32),
-               "truncated": np.zeros([len(lines)], bool)}
-    order = sorted(range(len(lines)), key=lambda i: -len(lines[i]))
-    for start in range(0, len(order), batch_size):
-      chunk = order[start:start + batch_size]
-      found = self.decode_text([lines[i] for i in chunk],
-                               None if prefixes is None else [prefixes[i] for i in chunk])
-      for key, value in found.items():
-        results[key][chunk] = value
-      if progress:
-        progress(len(chunk))
-    for i in np.flatnonzero(results["truncated"]):
-      logger.warning("line %d: longer than %d tokens (EOS included): truncated",
-                     i + first_number, self.max_input_length)
-    return results
-
-  def translate(self, lines, batch_size=32, progress=None, prefixes=None, constraints=None):
-    """Lines -> (texts, scores) in input order, as Translator.translate: one text and score a
-    line, or with n_best > 1 a list of N a line."""
-    listed = lambda values: None if values is None else list(values)
-    results = self.decode_lines(list(lines), batch_size, progress, prefixes=listed(prefixes),
-                                constraints=listed(constraints))
-    texts, scores = results["outputs"].tolist(), results["scores"].tolist()
-    if self.settings.n_best == 1:
-      return [t[0] for t in texts], [s[0] for s in scores]
-    return texts, scores
+  def decode_batch(self, lines, prefixes=None, constraints=None):
+    """line_batches' hook: one batch of lines (constraints are refused before: check_request)."""
+    return self.decode_text(lines, prefixes)
 
   def which(self):
     """The export and the checkpoint it holds, for the first line."""
@@ -265,11 +228,6 @@ def _settings(export, given):
                       f"{export.n_best} output(s) a sentence; export it again with --n_best="
                       f"{values['n_best']} (and a --beam_size at least that)")
   return values
-
-
-def _check_batch_size(batch_size):
-  if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-    raise DecodingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
 
 
 def export_for(model_dir, weights, **settings):
