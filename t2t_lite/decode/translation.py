@@ -22,6 +22,7 @@ Shapes: B sentences, N outputs a sentence (n_best or samples), S source and L ou
 import dataclasses
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.tokenizers import EOS_ID, PAD_ID, UNK_ID
@@ -167,8 +168,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
   def _not_after_prefix(self):
     """bool [V]: the pieces that may not follow a target prefix (Tokenizer.continues_word),
     found once, eagerly, and a constant of every search with prefixes: not a regex over the
-    vocabulary at each batch, and no string op inside a search that XLA compiles."""
-    if self._continues_word is None:
+    vocabulary at each batch, and no string op inside a search that XLA compiles. Without a
+    tokenizer (a Translator of ids, e.g. the benches'), none."""
+    if self._continues_word is None and self.tokenizer is None:
+      self._continues_word = np.zeros([self.model.vocab_size], bool)
+    elif self._continues_word is None:
       with tf.init_scope():
         self._continues_word = self.tokenizer.continues_word(
             tf.range(self.model.vocab_size)).numpy()
