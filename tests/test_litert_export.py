@@ -160,7 +160,7 @@ def test_float16(reversing_model, tmp_path, translator, exported):
 
 def test_cached(reversing_model, tmp_path):
   """t2t-lite-decode --engine=litert's cache beside the run: made once, again for other
-  settings."""
+  settings (but not for a smaller n_best)."""
   import shutil
   model_dir = str(tmp_path / "run")
   shutil.copytree(reversing_model, model_dir)
@@ -168,6 +168,8 @@ def test_cached(reversing_model, tmp_path):
   assert path == run_files.litert_cache_dir(model_dir, "float32")
   made = os.stat(os.path.join(path, "model.tflite")).st_mtime_ns
   assert litert_export.cached(model_dir, "float32", **SETTINGS) == path
+  # Fewer outputs a sentence than it was made for: the same export serves them.
+  assert litert_export.cached(model_dir, "float32", **dict(SETTINGS, n_best=1)) == path
   assert os.stat(os.path.join(path, "model.tflite")).st_mtime_ns == made
   litert_export.cached(model_dir, "float32", **dict(SETTINGS, beam_size=2))
   assert litert_export.read_record(path)["beam_size"] == 2

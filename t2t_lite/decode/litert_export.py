@@ -258,8 +258,10 @@ def cached(model_dir, weights="float32", *, checkpoint_path=None, max_input_leng
                        **settings)
   directory = run_files.litert_cache_dir(model_dir, weights)
   kept = read_record(directory)
-  if kept is not None and all(kept.get(key) == value for key, value in _request(
-      model_dir, weights, checkpoint_path, max_input_length, settings).items()):
+  request = _request(model_dir, weights, checkpoint_path, max_input_length, settings)
+  # An export of more outputs a sentence serves fewer (the runtime keeps the first n_best).
+  if kept is not None and all(kept.get(key) == value for key, value in request.items()
+                              if key != "n_best") and kept.get("n_best", 0) >= request["n_best"]:
     return directory
   logger.info("exporting %s to LiteRT, kept in %s", model_dir, directory)
   temp = directory + f".new-{os.getpid()}"  # export_model_dir writes a new directory only
