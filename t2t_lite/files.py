@@ -141,3 +141,18 @@ def check_not_a_file(path, name, error):
   file: without TensorFlow for a local path, so that a tool refuses it before it loads."""
   if exists(path) and not isdir(path):
     raise error(f"{name} {path} is a file, not a directory")
+
+
+def stderr_to_devnull(run):
+  """run() with file descriptor 2 pointed at /dev/null: C++ libraries' log lines (TensorFlow's
+  at import, LiteRT's at its first allocation) would come before a tool's first line. Failures
+  are exceptions, and reach the caller."""
+  sys.stderr.flush()
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    run()
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)

@@ -4,12 +4,11 @@ each batch's vocabulary and its exact fallback, the search over it, and the tool
 import json
 import os
 import re
-import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import file_hashes, tf1_serve, write_records
+from conftest import file_hashes, tf1_serve_all, write_records
 from test_bad_input import assert_one_line, run_tool
 
 import t2t_lite
@@ -116,53 +115,46 @@ def test_decode_builds_the_table_once_into_the_run_and_the_export_answers_alike(
   # The run's own table keeps these outputs to each line's vocabulary: they are its outputs.
   assert decoded == _translator(model_dir, shortlist=True).translate(LINES)[0]
 
+  # A target prefix and phrases through the shortlist ('source<TAB>prefix<TAB>phrase...'): the
+  # forced words join each batch's vocabulary (composition.py: they compose), so every output
+  # starts with its prefix and contains its phrases. "bridge" follows no source word of these
+  # lines in training (the target words are the source's shifted by one): only forcing brings it.
+  sources, prefixes, phrases = LINES[:3] + [""], ["a dog", "", "bridge", ""], [
+      ["bridge"], ["red hat"], [], []]
+  (tmp_path / "forced.txt").write_text("".join(
+      "\t".join([source, prefix] + row) + "\n" for source, prefix, row in
+      zip(sources, prefixes, phrases)))
+  code, forced, err = run_tool("decode", *flags[:2], "--input_file", tmp_path / "forced.txt",
+                               *flags[4:], "--shortlist", "--target_prefix", "--constraints")
+  assert code == 0, err
+  forced = forced.splitlines()
+  assert len(forced) == 4 and forced[3] == ""
+  # As whole words: no letter or digit may go on a prefix's or phrase's last word (punctuation
+  # may: the model's weights are random).
+  whole = lambda words: rf"{re.escape(words)}(?!\w)"
+  for output, prefix, row in zip(forced, prefixes, phrases):
+    assert not prefix or re.match(whole(prefix), output), (output, prefix)
+    assert all(re.search("(^| )" + whole(p), output) for p in row), (output, row)
+
   # The next tool to want it, the export (its own process, as decode's, through the same
   # loading), reads the table from the run and does not build it again.
   code, out, err = run_tool("export", "--model_dir", model_dir, "--export_dir",
                             tmp_path / "export", "--beam_size=4", "--alpha=0.6",
-                            "--extra_length=8", "--precision=none", "--shortlist")
+                            "--extra_length=8", "--precision=none", "--shortlist",
+                            "--target_prefix", "--constraints")
   assert code == 0 and "built" not in err, err
   assert open(table_file, "rb").read() == built
   path = out.strip()
   settings = json.load(open(os.path.join(path, "assets.extra", "t2t_lite_export.json")))
   assert settings["shortlist"] is True
-  # One request of the lines that decode read as one batch: the same batch vocabulary.
-  assert tf1_serve(path, "serving_default", LINES)["outputs"] == decoded
-
-
-def test_decode_and_the_export_force_a_prefix_and_phrases_through_the_shortlist(model_dir,
-                                                                               tmp_path):
-  # The forced words join each batch's vocabulary (composition.py: they compose): every output
-  # starts with its prefix and contains its phrases, through decode's process and through TF
-  # Serving's loader alike. "bridge" follows no source word of these lines in training (the
-  # target words are the source's shifted by one), so only the forcing can bring it.
-  run = str(tmp_path / "run")
-  shutil.copytree(model_dir, run)  # The module's run is read only.
-  prefixes, phrases = ["a dog", "", "bridge", ""], [["bridge"], ["red hat"], [], []]
-  sources = LINES[:3] + [""]
-  (tmp_path / "in.txt").write_text("".join(
-      "\t".join([source, prefix] + row) + "\n" for source, prefix, row in
-      zip(sources, prefixes, phrases)))
-  settings = ["--beam_size=4", "--alpha=0.6", "--extra_length=8", "--precision=none",
-              "--shortlist", "--target_prefix", "--constraints"]
-  code, out, err = run_tool("decode", "--model_dir", run, "--input_file", tmp_path / "in.txt",
-                            "--no_progress", *settings)
-  assert code == 0, err
-  decoded = out.splitlines()
-  assert len(decoded) == 4 and decoded[3] == ""
-  # As whole words: no letter or digit may go on a prefix's or phrase's last word (punctuation
-  # may: the model's weights are random).
-  whole = lambda words: rf"{re.escape(words)}(?!\w)"
-  for output, prefix, row in zip(decoded, prefixes, phrases):
-    assert not prefix or re.match(whole(prefix), output), (output, prefix)
-    assert all(re.search("(^| )" + whole(p), output) for p in row), (output, row)
-  code, out, err = run_tool("export", "--model_dir", run, "--export_dir", tmp_path / "export",
-                            *settings)
-  assert code == 0, err
-  padded = [row + [""] * (1 - len(row)) for row in phrases]
-  served = tf1_serve(out.strip(), "translate_with_prefix_and_constraints", sources,
-                     prefixes=prefixes, constraints=padded)
-  assert served["outputs"] == decoded
+  # TF Serving's loader, one process: each request as decode read its lines, as one batch (the
+  # same batch vocabulary).
+  plain, both = tf1_serve_all(path, [
+      ("serving_default", {"inputs": LINES}),
+      ("translate_with_prefix_and_constraints", {"inputs": sources, "prefixes": prefixes,
+                                                 "constraints": [row[:1] or [""] for row in
+                                                                 phrases]})])
+  assert plain["outputs"] == decoded and both["outputs"] == forced
 
 
 @pytest.mark.parametrize("flag, message", [

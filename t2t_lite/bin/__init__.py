@@ -19,18 +19,7 @@ import importlib.util
 import os
 import sys
 
-
-def _stderr_to_devnull(run):
-  """run() with file descriptor 2 pointed at /dev/null."""
-  sys.stderr.flush()
-  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    run()
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
+from t2t_lite import files
 
 
 class _QuietTensorFlowFinder:
@@ -56,7 +45,7 @@ class _QuietLoader:
 
   def exec_module(self, module):
     module.__loader__ = module.__spec__.loader = self.loader  # TensorFlow's own, from now on
-    _stderr_to_devnull(lambda: self.loader.exec_module(module))
+    files.stderr_to_devnull(lambda: self.loader.exec_module(module))
 
 
 def _quiet_tensorflow():

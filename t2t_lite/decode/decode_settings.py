@@ -122,10 +122,11 @@ def check_request(forcing=(), jit_compile=False, max_input_length=None, output_c
   TARGET_PREFIXES, CONSTRAINTS), XLA, max_input_length, alignments, and what only a loaded run
   knows: whether the problem has an output constraint, whether the model is a span parser
   (None: not known yet); the engine ("litert": what its model cannot carry; None or
-  "tensorflow": everything) and whether the model is an ensemble. No model, no TensorFlow: the tools call it before TensorFlow loads,
-  and Translator.from_model_dir, translate() and the exports before anything is loaded, built
-  (a shortlist) or written, and again once the model is loaded; DecodeSettings runs it on
-  every resolved set. Which features cannot be combined is composition.py's table."""
+  "tensorflow": everything) and whether the model is an ensemble. No model, no TensorFlow: the
+  tools call it before TensorFlow loads, and Translator.from_model_dir, translate() and the
+  exports before anything is loaded, built (a shortlist) or written, and again once the model
+  is loaded; DecodeSettings runs it on every resolved set. Which features cannot be combined is
+  composition.py's table."""
   values = {name: value for name, value in settings.items() if value is not None}
   for name, ok, wanted in _BOUNDS:
     if name in values and not ok(values[name]):

@@ -170,12 +170,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
     found once, eagerly, and a constant of every search with prefixes: not a regex over the
     vocabulary at each batch, and no string op inside a search that XLA compiles. Without a
     tokenizer (a Translator of ids, e.g. the benches'), none."""
-    if self._continues_word is None and self.tokenizer is None:
-      self._continues_word = np.zeros([self.model.vocab_size], bool)
-    elif self._continues_word is None:
+    if self._continues_word is None:
       with tf.init_scope():
-        self._continues_word = self.tokenizer.continues_word(
-            tf.range(self.model.vocab_size)).numpy()
+        self._continues_word = np.zeros([self.model.vocab_size], bool) if (
+            self.tokenizer is None) else self.tokenizer.continues_word(
+                tf.range(self.model.vocab_size)).numpy()
     return tf.constant(self._continues_word)
 
   def check_forcing(self, what=TARGET_PREFIXES):

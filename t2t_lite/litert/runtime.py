@@ -6,8 +6,8 @@ score 0, never flagged), sources cut to max_input_length - 1 tokens + EOS (flagg
 prefixes cut alike, max_lengths = 1 for an empty line, else max(source, prefix tokens) + 1 +
 extra_length, outputs trimmed at EOS, detokenized and their invalid UTF-8 replaced. Lines go
 in batches of similar length, longest first, and come back in input order (line_batches'
-decode_lines, the TensorFlow engine's own). The model holds one Transformer's beam search with the export's beam size,
-alpha and extra_length; n_best (up to the beam) is chosen here.
+decode_lines, the TensorFlow engine's own). The model holds one Transformer's beam search with
+the export's beam size, alpha and extra_length; n_best (up to the beam) is chosen here.
 
 Shapes: B sentences, S source tokens (EOS included), P prefix tokens, K = beam_size outputs a
 sentence from the model (N = n_best kept), L output length.
@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 
+from t2t_lite import files
 from t2t_lite.decode import composition, line_batches
 from t2t_lite.decode.decode_settings import (TARGET_PREFIXES, DecodeSettings, DecodingError,
                                              check_request, forced)
@@ -117,7 +118,8 @@ class LiteRTTranslator(line_batches.LineDecoding):
     if shapes != self._shapes:  # Resized (and allocated) only when a shape changes.
       for key, shape in shapes.items():
         self.interpreter.resize_tensor_input(self._inputs[key], list(shape))
-      _quietly(self.interpreter.allocate_tensors)  # XNNPACK's "Created ... delegate" line
+      # Quietly: XNNPACK's "Created ... delegate" line would come before a tool's first line.
+      files.stderr_to_devnull(self.interpreter.allocate_tensors)
       self._shapes = shapes
     for key, value in feeds.items():
       self.interpreter.set_tensor(self._inputs[key], value)
@@ -194,21 +196,6 @@ class LiteRTTranslator(line_batches.LineDecoding):
     info = self.export.info
     held = info.get("checkpoint_chosen") or info.get("checkpoint")
     return f"the LiteRT export {self.export.directory}" + (f" ({held})" if held else "")
-
-
-def _quietly(run):
-  """run() with file descriptor 2 pointed at /dev/null: LiteRT's C++ log lines (an INFO line
-  at the first allocation) would come before a tool's first line. Failures are exceptions."""
-  import sys
-  sys.stderr.flush()
-  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    run()
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
 
 
 def _settings(export, given):
