@@ -110,15 +110,12 @@ def parse_args(argv):
   return parser.parse_args(argv)
 
 
-def output_lines(results, n_best, with_alignments, first=0, neg_inf=None):
+def output_lines(results, n_best, with_alignments, neg_inf, first=0):
   """The lines decode writes: one output a line; with n_best > 1 Moses' n-best format,
   "i ||| output ||| score" for each of a line's outputs, i its 0-based line number (the
   results' first line is line `first`; slots the search could not fill, scored `neg_inf`
-  (default: beam_search.NEG_INF), left out); with alignments, " ||| s-t ..." after the
+  (the translator's NEG_INF), left out); with alignments, " ||| s-t ..." after the
   output."""
-  if neg_inf is None:
-    from t2t_lite.decode import beam_search
-    neg_inf = beam_search.NEG_INF
   lines = []
   for i, (outputs, scores) in enumerate(zip(results["outputs"], results["scores"]), first):
     alignments = (results["alignments"][i - first] if with_alignments
@@ -337,7 +334,7 @@ def _decode_windows(translator, windows, output, args, done, total, interactive,
         results = translator.decode_lines(sources, args.batch_size, progress=bar.update,
                                           first_number=number + 1, **forced)
         output.write(output_lines(results, translator.settings.n_best, args.with_alignments,
-                                  first=number, neg_inf=getattr(translator, "NEG_INF", None)))
+                                  first=number, neg_inf=translator.NEG_INF))
         if interactive and args.verbose:
           logger.info("line %d: %.0f ms", number + 1, (time.perf_counter() - start) * 1e3)
         if texts is not None:

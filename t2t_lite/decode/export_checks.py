@@ -17,6 +17,10 @@ QUANTIZATIONS = ("none", "int8", "int8_float32", "int8_bfloat16", "float16", "bf
 # LiteRT's weights: float32, float16 (dequantized to float32 when the model loads), or int8
 # dynamic range (int8 weights, float32 activations).
 LITERT_QUANTIZATIONS = ("float32", "float16", "int8")
+# A LiteRT export directory's names and format, which litert_export.py writes and the TF-free
+# runtime (t2t_lite/litert/exported.py) reads: owned here, below both.
+LITERT_FORMAT, LITERT_FORMAT_VERSION = "t2t-lite-litert", 1
+LITERT_MODEL_FILE, LITERT_SETTINGS_FILE = "model.tflite", "t2t_lite_litert.json"
 VERSION = re.compile(r"^\d+$")  # A version of a SavedModel export base (TF Serving's layout).
 TEMP = re.compile(r"^\.tmp-\d+$")  # A version being written (export.save).
 

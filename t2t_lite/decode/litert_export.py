@@ -34,14 +34,14 @@ from t2t_lite.data import data_files, tokenizers
 from t2t_lite.decode import loading
 from t2t_lite.decode import plan as decoding_plan
 from t2t_lite.decode import translation
+from t2t_lite.decode import export_checks
 from t2t_lite.decode.export_checks import check_litert_export, check_litert_request
 from t2t_lite.errors import RunFailure, reason
 from t2t_lite.modeling.span_parser import SpanParser
 from t2t_lite.rundir import checkpoints, run_files
 
-FORMAT, FORMAT_VERSION = "t2t-lite-litert", 1
-MODEL_FILE = "model.tflite"
-SETTINGS_FILE = "t2t_lite_litert.json"
+FORMAT, FORMAT_VERSION = export_checks.LITERT_FORMAT, export_checks.LITERT_FORMAT_VERSION
+MODEL_FILE, SETTINGS_FILE = export_checks.LITERT_MODEL_FILE, export_checks.LITERT_SETTINGS_FILE
 SENTENCEPIECE_FILE = "sentencepiece.model"
 WORDS_FILE = "words.txt"  # A word tokenizer's vocabulary: line i is id i's word.
 MAX_LENGTHS_RULE = ("source tokens after max_input_length, without EOS (with a prefix: the "

@@ -55,11 +55,11 @@ class Translator(line_batches.LineDecoding, tf.Module):
     output_fn: the problem's in-graph form of its outputs, (sources string [B], outputs string
       [B, N]) -> string [B, N] (e.g. a parser's trees over the source words), or None.
     with_alignments: also give each output's word alignment to its source.
-    vocabulary_shortlist: the shortlist.Shortlist that the setting `shortlist` searches with
-      (from_model_dir reads or builds the run's).
+    vocabulary_shortlist: the setting `shortlist`'s table (from_model_dir reads or builds it).
     searches: how many searches a batch is split into, run at the same time (search.beams'
       `concurrent`; default 1). from_model_dir passes its decoding plan's (plan.py).
   """
+  NEG_INF = lexical.NEG_INF  # the score of an n-best slot the search could not fill
 
   def __init__(self, model, tokenizer, *, max_input_length=None, jit_compile=False,
                length_multiple=8, constraint=None, output_fn=None, with_alignments=False,

@@ -16,12 +16,13 @@ import dataclasses
 import json
 import os
 
+from t2t_lite.decode import export_checks
 from t2t_lite.errors import T2TLiteError
 
-EXPORT_FILE = "t2t_lite_litert.json"
-MODEL_FILE = "model.tflite"
-FORMAT, VERSION = "t2t-lite-litert", 1
-QUANTIZATIONS = ("float32", "float16", "int8")
+# The export's names, as litert_export.py writes them (export_checks owns them).
+EXPORT_FILE, MODEL_FILE = export_checks.LITERT_SETTINGS_FILE, export_checks.LITERT_MODEL_FILE
+FORMAT, VERSION = export_checks.LITERT_FORMAT, export_checks.LITERT_FORMAT_VERSION
+QUANTIZATIONS = export_checks.LITERT_QUANTIZATIONS
 TOKENIZER_KINDS = ("sentencepiece", "words")
 _NEEDED = ("inputs", "outputs", "vocab_size", "pad_id", "eos_id", "unk_id", "beam_size", "alpha",
            "extra_length", "n_best", "max_input_length", "tokenizer", "quantization")
